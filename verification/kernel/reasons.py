@@ -26,6 +26,8 @@ class Reason(StrEnum):
     SELF_CONTRACT_ACCEPTANCE = "self-contract-acceptance"
     MISSING_BASELINE = "missing-baseline"
     INVALID_BASELINE_TOKEN = "invalid-baseline-token"
+    BASELINE_NOT_INDEPENDENT = "baseline-not-independent"
+    BASELINE_AFTER_FIRST_CLAIM = "baseline-after-first-claim"
 
     # --- verdicts and folding (§2) ---------------------------------------------------------------
     AUTHORITY_NOT_TRUSTED_FOR_PASS = "authority-not-trusted-for-pass"
@@ -40,12 +42,15 @@ class Reason(StrEnum):
     DECISION_CITES_NO_EVIDENCE = "decision-cites-no-evidence"
     DECISION_VERDICT_NOT_ALLOWED = "decision-verdict-not-allowed"
     NOT_PENDING = "not-pending"
+    RATIONALE_REQUIRED = "rationale-required"
+    NO_CRITERIA = "no-criteria"
 
     # --- evidence (§4) ---------------------------------------------------------------------------
     BELOW_TRUST_TIER = "below-trust-tier"
     EVIDENCE_STALE = "evidence-stale"
     EVIDENCE_EXPIRED = "evidence-expired"
     EVIDENCE_INACCESSIBLE = "evidence-inaccessible"
+    EVIDENCE_FRESHNESS_UNKNOWN = "evidence-freshness-unknown"
     EVIDENCE_NOT_BOUND = "evidence-not-bound"
     CITATION_ARTIFACT_NOT_ADMITTED = "citation-artifact-not-admitted"
     CITATION_SPAN_OUT_OF_RANGE = "citation-span-out-of-range"
@@ -105,6 +110,13 @@ class Reason(StrEnum):
     FINGERPRINT_MISMATCH = "fingerprint-mismatch"
     KEY_ALREADY_PINNED = "key-already-pinned"
     KEY_NOT_PINNED = "key-not-pinned"
+    PIN_CHANNEL_REQUIRED = "pin-channel-required"
+    REVOCATION_REASON_REQUIRED = "revocation-reason-required"
+    NO_SIGNING_KEY = "no-signing-key"
+    APPEND_ONLY = "append-only"
+    NOT_FOUND = "not-found"
+    NOT_AUTHENTICATED = "not-authenticated"
+    PERMISSION_DENIED = "permission-denied"
 
     # --- anti-gaming rails (§9) ------------------------------------------------------------------
     WORKER_SELF_VERIFICATION = "worker-self-verification"
@@ -112,12 +124,16 @@ class Reason(StrEnum):
     STALE_CYCLE = "stale-cycle"
     VERIFIER_AUTHORED_WORK = "verifier-authored-work"
     SHARED_EXECUTION_BOUNDARY = "shared-execution-boundary"
+    ACTOR_CANNOT_AUTHOR_RESULT = "actor-cannot-author-result"
+    MALFORMED_RECORD = "malformed-record"
 
     # --- findings (§10) --------------------------------------------------------------------------
     FINDING_DISAGREEMENT = "disagreement"
     FINDING_TAMPER = "tamper"
     FINDING_EVIDENCE_INTEGRITY = "evidence-integrity"
     FINDING_REVOKED_KEY = "signed-by-revoked-key"
+    FINDING_CLOSE_REQUIRES_HUMAN = "finding-close-requires-human"
+    FINDING_CLOSE_NEEDS_RATIONALE = "finding-close-needs-rationale"
 
 
 _EXPLANATIONS: Final[dict[Reason, str]] = {
@@ -132,6 +148,8 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.SELF_CONTRACT_ACCEPTANCE: "An actor who claimed the task cannot accept the contract for its own attempt.",
     Reason.MISSING_BASELINE: "No authoritative baseline captured before the work started exists for this artifact.",
     Reason.INVALID_BASELINE_TOKEN: "The baseline's correlation token was not minted by the capture step.",
+    Reason.BASELINE_NOT_INDEPENDENT: "The baseline's reporter is the producer, in its boundary, or not a collector.",
+    Reason.BASELINE_AFTER_FIRST_CLAIM: "The baseline was captured after the cycle's first claim, not before the work.",
     Reason.AUTHORITY_NOT_TRUSTED_FOR_PASS: "Only deterministic checks and people may pass; this pass counts as unknown.",
     Reason.MISSING_EVIDENCE_INTEGRITY_PROOF: "The bytes of cited evidence are gone, so their integrity cannot be proven.",
     Reason.EVIDENCE_INTEGRITY_MISMATCH: "The stored bytes of cited evidence no longer match the digest recorded at admission.",
@@ -144,10 +162,13 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.DECISION_CITES_NO_EVIDENCE: "A pass by a person must cite at least one evidence item it relied on.",
     Reason.DECISION_VERDICT_NOT_ALLOWED: "A person may only decide pass or fail.",
     Reason.NOT_PENDING: "This verification has no pending check awaiting this result.",
+    Reason.RATIONALE_REQUIRED: "A decision by a person must say why, in a non-blank rationale.",
+    Reason.NO_CRITERIA: "The verification has no criteria, so nothing was judged.",
     Reason.BELOW_TRUST_TIER: "The evidence is below the trust tier the criterion requires.",
     Reason.EVIDENCE_STALE: "The evidence is older than the criterion allows.",
     Reason.EVIDENCE_EXPIRED: "The evidence has expired.",
     Reason.EVIDENCE_INACCESSIBLE: "The evidence bytes cannot be read.",
+    Reason.EVIDENCE_FRESHNESS_UNKNOWN: "The evidence's age or expiry matters here but cannot be established.",
     Reason.EVIDENCE_NOT_BOUND: "The criterion names an evidence symbol that the submission did not bind.",
     Reason.CITATION_ARTIFACT_NOT_ADMITTED: "The citation names an artifact that was never admitted.",
     Reason.CITATION_SPAN_OUT_OF_RANGE: "The cited span does not lie inside the artifact.",
@@ -197,15 +218,26 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.FINGERPRINT_MISMATCH: "The typed fingerprint does not match the key.",
     Reason.KEY_ALREADY_PINNED: "The key is already pinned for this purpose.",
     Reason.KEY_NOT_PINNED: "The key is not pinned for this purpose.",
+    Reason.PIN_CHANNEL_REQUIRED: "A pin, unpin or revocation must name the out-of-band channel used to confirm the key.",
+    Reason.REVOCATION_REASON_REQUIRED: "A revocation must say why the key is revoked.",
+    Reason.NO_SIGNING_KEY: "The portal has no usable active signing key; run manage.py create_signing_key.",
+    Reason.APPEND_ONLY: "Receipts and pin-log records are append-only: nothing edits or deletes one.",
+    Reason.NOT_FOUND: "No such record, or you may not know it exists.",
+    Reason.NOT_AUTHENTICATED: "Sign in (or present credentials) first.",
+    Reason.PERMISSION_DENIED: "You are signed in but may not do this.",
     Reason.WORKER_SELF_VERIFICATION: "An actor who claimed the task in this cycle cannot verify it.",
     Reason.UNNAMED_ACTOR: "An actor without an authenticated identity never counts as distinct.",
     Reason.STALE_CYCLE: "An approval from an earlier cycle does not count after a reopen.",
     Reason.VERIFIER_AUTHORED_WORK: "The verifier committed work anchoring this task and cannot verify it.",
     Reason.SHARED_EXECUTION_BOUNDARY: "The verifier shares an execution boundary with the worker.",
+    Reason.ACTOR_CANNOT_AUTHOR_RESULT: "This kind of actor cannot author a check result.",
+    Reason.MALFORMED_RECORD: "A record was built with a missing field or a field of the wrong type.",
     Reason.FINDING_DISAGREEMENT: "Two automated verifications of the same subject, rubric and evidence disagree.",
     Reason.FINDING_TAMPER: "A chain, key or checkpoint does not verify.",
     Reason.FINDING_EVIDENCE_INTEGRITY: "Stored evidence bytes are gone or changed.",
     Reason.FINDING_REVOKED_KEY: "The chain was signed by a key that was later revoked.",
+    Reason.FINDING_CLOSE_REQUIRES_HUMAN: "Only a person can acknowledge or close a finding.",
+    Reason.FINDING_CLOSE_NEEDS_RATIONALE: "Acknowledging or closing a finding needs a written rationale.",
 }
 
 EXPLANATIONS: Final[Mapping[Reason, str]] = MappingProxyType(_EXPLANATIONS)

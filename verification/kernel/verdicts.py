@@ -95,16 +95,20 @@ class Check:
     detail: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.authority, Authority):
-            raise InvariantError(Reason.AUTHORITY_NOT_TRUSTED_FOR_PASS, f"authority={self.authority!r}")
-        if not isinstance(self.verdict, Verdict):
-            raise InvariantError(Reason.MALFORMED_RUBRIC, f"verdict={self.verdict!r}")
-        if not isinstance(self.reason, Reason):
-            object.__setattr__(self, "reason", Reason(self.reason))
+        # The annotations are not enforced at run time: check what a caller really passed.
+        authority: object = self.authority
+        verdict: object = self.verdict
+        reason: object = self.reason
+        if not isinstance(authority, Authority):
+            raise InvariantError(Reason.AUTHORITY_NOT_TRUSTED_FOR_PASS, f"authority={authority!r}")
+        if not isinstance(verdict, Verdict):
+            raise InvariantError(Reason.MALFORMED_RECORD, f"verdict={verdict!r}")
+        if not isinstance(reason, Reason):
+            object.__setattr__(self, "reason", Reason(str(reason)))
         if self.verdict is Verdict.MISMATCH and self.origin is not Origin.ORACLE_SEAM:
             raise InvariantError(Reason.MISMATCH_NOT_FROM_ORACLE, f"criterion {self.criterion}")
         if (self.verdict is Verdict.PENDING) != (self.pending is not None):
-            raise InvariantError(Reason.MALFORMED_RUBRIC, "a PENDING check needs a deadline, and only it has one")
+            raise InvariantError(Reason.MALFORMED_RECORD, "a PENDING check needs a deadline, and only it has one")
         if (
             self.pending is not None
             and self.pending.on_expiry is ExpiryVerdict.MISMATCH

@@ -1,0 +1,621 @@
+"""The strict proof verifier: one function for the ``manage.py`` command, the admin chain view and the audit (SPEC §7).
+
+Everything trusted comes from the caller, never from the proof (the seed's anti-forgery warning): the pinned
+proof-signing keys with their revocation state, the trusted terminal head, and the expected ``verification_id``
+and ``submission_hash``. The proof's own top-level fields are never a source of trust, but they are the wire
+format's required fields (step 0) and must agree (fail closed): ``format``, ``signing_domain`` and ``jwks_uri``
+are proof/2's constants (step 3, ``unsupported-format``), ``proof_head_hash`` is the trusted head (step 7),
+``verification_id`` the expected one (step 8). In a step that also checks entries, the entries decide first.
+The keys are never fetched from ``jwks_uri``.
+
+The recipe, as SPEC §7's table numbers it (seed steps 1-3 are the caller's inputs above):
+
+    step 0  trusted head supplied; proof and entries well-formed; non-empty
+    step 1  sort by seq; contiguous from 0                                  (seed 4)
+    step 2  sha256 over each exact envelope; envelope strict JSON            (seed 5)
+    step 3  signed format and algo supported                                 (seed 6)
+    step 4  side-channel fields equal the signed body                        (seed 7)
+    step 5  key pinned, not revoked; Ed25519 over domain + content hash      (seed 8)
+    step 6  every prev_hash equals the previous recomputed content hash      (seed 9)
+    step 7  final content hash equals the trusted head                       (seed 10)
+    step 8  signed verification_id and submission_hash are the expected ones (seed 11)
+
+Each step runs over all entries before the next; the first failing step gives the result, and within a step the
+lowest seq decides (in step 0, before seqs can be trusted, the lowest array index). Verification stops after the
+failing step: every entry of that step is still reported, and the later steps are reported as ``not-run`` (a later
+step can never change the result, and running it over bytes already known to be bad would only add noise).
+
+Each entry costs one SHA-256, one strict parse and one Ed25519 verification; nothing is quadratic.
+Verification covers the bytes received: the envelope is hashed as it came, never re-serialized, so fields this
+verifier does not recognize stay inside the signed bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Final
+
+from verification.kernel.canonical import loads_strict
+from verification.kernel.chain import (
+    ALGO,
+    ENTRY_FIELDS,
+    FORMAT,
+    JWKS_URI,
+    PROOF_FIELDS,
+    SIGNING_DOMAIN,
+    decode_signature,
+    signing_message,
+)
+from verification.kernel.errors import InvariantError, ProofVerificationError, StrictJSONError
+from verification.kernel.keys import PublicKey
+from verification.kernel.reasons import Reason
+
+_RFC3339_UTC: Final = re.compile(r"\A(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?Z\Z")
+
+STEP_NAMES: Final[tuple[str, ...]] = (
+    "well-formed",
+    "contiguous-seq",
+    "content-hash",
+    "supported-format",
+    "side-channel",
+    "signature",
+    "chain",
+    "terminal-head",
+    "subject",
+)
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A pinned proof-signing key and its revocation state, as the caller's trust store holds it (SPEC §8)."""
+
+    key: PublicKey
+    revoked: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, PublicKey):
+            raise InvariantError(Reason.MALFORMED_KEY, f"expected a PublicKey, got {type(self.key).__name__}")
+        if not isinstance(self.revoked, bool):
+            raise InvariantError(Reason.MALFORMED_KEY, "revoked must be a bool")
+
+
+class StepStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_RUN = "not-run"
+
+
+@dataclass(frozen=True)
+class EntryResult:
+    """One entry's outcome in one step. ``seq`` is None only in step 0 when the entry's seq is not an integer."""
+
+    seq: int | None
+    ok: bool
+    reason: Reason | None = None
+    index: int = 0  # position in the proof's entries array (as received)
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of the recipe: its per-entry results and, for whole-proof checks, a step-level reason."""
+
+    number: int
+    name: str
+    status: StepStatus
+    entries: tuple[EntryResult, ...] = ()
+    reason: Reason | None = None  # the deciding reason when the step failed
+    seq: int | None = None  # the deciding seq when an entry decided
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is StepStatus.PASSED
+
+
+@dataclass(frozen=True)
+class EntryView:
+    """What the admin chain view shows for one entry: its identity, its signed body, and how it fared.
+
+    ``status`` is ``passed`` only when every per-entry check (steps 0-6 and 8) ran and passed for this entry,
+    ``failed`` when one of them failed for it (``reason`` says which), ``not-run`` when verification stopped,
+    because of another entry or a whole-proof check, before all of this entry's checks ran.
+    """
+
+    seq: int | None
+    index: int
+    content_hash: str | None  # as received
+    key_id: str | None  # the side-channel key id
+    status: StepStatus
+    reason: Reason | None  # the first failing reason for this entry
+    body: Mapping[str, Any] | None = field(default=None, compare=False)  # the parsed signed body (read-only)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is StepStatus.PASSED
+
+
+@dataclass(frozen=True)
+class VerificationReport:
+    """The result of strict verification (STYLE §4): every step for every entry, and the first failure."""
+
+    ok: bool
+    reason: Reason | None
+    failed_step: int | None
+    failed_seq: int | None
+    detail: str
+    steps: tuple[StepResult, ...]
+    entries: tuple[EntryView, ...]  # sorted by seq once step 1 passed, in array order otherwise
+    computed_head: str | None  # the recomputed content hash of the last entry, once step 2 passed
+
+    @property
+    def entries_verified(self) -> int:
+        """How many entries passed all of their own checks (every entry when the report is ok)."""
+        return sum(1 for view in self.entries if view.ok)
+
+    def raise_for_failure(self) -> VerificationReport:
+        """Return self when ok; otherwise raise ``ProofVerificationError`` with the first failure's reason."""
+        if self.ok:
+            return self
+        reason = self.reason if self.reason is not None else Reason.MALFORMED_PROOF  # never None when not ok
+        where = f"step {self.failed_step}" + (f", seq {self.failed_seq}" if self.failed_seq is not None else "")
+        raise ProofVerificationError(
+            reason,
+            f"{where}: {self.detail}" if self.detail else where,
+            details={"step": self.failed_step, "seq": self.failed_seq},
+        )
+
+
+# --- per-entry working state --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Work:
+    index: int
+    raw: Any
+    seq: int = -1
+    envelope_bytes: bytes = b""
+    signature: bytes = b""
+    content_hash: str = ""  # recomputed (step 2)
+    body: dict[str, Any] = field(default_factory=dict)
+    failure: Reason | None = None
+
+
+class _Fail(Exception):
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _utf8(value: str, name: str) -> bytes:
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Fail(Reason.MALFORMED_PROOF, f"{name} holds a lone surrogate") from None
+
+
+# step 0 -----------------------------------------------------------------------------------------------------
+
+
+def _check_entry_shape(work: _Work) -> None:
+    raw = work.raw
+    if not isinstance(raw, Mapping):
+        raise _Fail(Reason.MALFORMED_PROOF, f"the entry is a {_type_name(raw)}, not an object")
+    missing = [name for name in ENTRY_FIELDS if name not in raw]
+    if missing:
+        raise _Fail(Reason.MALFORMED_PROOF, f"missing field(s) {', '.join(missing)}")
+    seq = raw["seq"]
+    if not _is_int(seq) or seq < 0:
+        raise _Fail(Reason.MALFORMED_PROOF, f"seq must be a non-negative integer, got {_type_name(seq)}")
+    work.seq = seq
+    for name in ("key_id", "algo", "format", "content_hash", "signature", "envelope"):
+        if not isinstance(raw[name], str):
+            raise _Fail(Reason.MALFORMED_PROOF, f"{name} must be a string, got {_type_name(raw[name])}")
+        if name != "envelope":
+            _utf8(raw[name], name)
+    prev = raw["prev_hash"]
+    if prev is not None:
+        if not isinstance(prev, str):
+            raise _Fail(Reason.MALFORMED_PROOF, f"prev_hash must be a string or null, got {_type_name(prev)}")
+        _utf8(prev, "prev_hash")
+    signature = decode_signature(raw["signature"])
+    if signature is None:
+        raise _Fail(Reason.MALFORMED_PROOF, "signature is not standard base64")
+    work.signature = signature
+    work.envelope_bytes = _utf8(raw["envelope"], "envelope")
+
+
+# step 2 -----------------------------------------------------------------------------------------------------
+
+
+def _check_signed_body(body: object) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise _Fail(Reason.MALFORMED_ENVELOPE, f"the envelope is a JSON {_type_name(body)}, not an object")
+    strings = ("format", "algo", "key_id", "verification_id", "rubric_hash", "submission_hash", "created_at")
+    for name in (*strings, "seq", "prev_hash", "payload"):
+        if name not in body:
+            raise _Fail(Reason.MALFORMED_ENVELOPE, f"the signed body has no {name}")
+    for name in strings:
+        if not isinstance(body[name], str):
+            raise _Fail(Reason.MALFORMED_ENVELOPE, f"signed {name} must be a string, got {_type_name(body[name])}")
+    if not _is_int(body["seq"]) or body["seq"] < 0:
+        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed seq must be a non-negative integer")
+    if body["prev_hash"] is not None and not isinstance(body["prev_hash"], str):
+        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed prev_hash must be a string or null")
+    if not isinstance(body["payload"], dict):
+        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed payload must be an object")
+    match = _RFC3339_UTC.match(body["created_at"])
+    if match is None:
+        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed created_at is not RFC 3339 UTC with Z")
+    try:
+        year, month, day, hour, minute, second = (int(g) for g in match.groups())
+        datetime(year, month, day, hour, minute, second, tzinfo=UTC)  # a real calendar date and time of day
+    except ValueError:
+        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed created_at is not a real date and time") from None
+    return body
+
+
+def _step2(work: _Work) -> None:
+    work.content_hash = hashlib.sha256(work.envelope_bytes).hexdigest()
+    if work.content_hash != work.raw["content_hash"]:
+        raise _Fail(Reason.CONTENT_HASH_MISMATCH, "content_hash is not the sha256 of the envelope bytes")
+    try:
+        parsed = loads_strict(work.envelope_bytes)
+    except StrictJSONError as exc:
+        raise _Fail(Reason.MALFORMED_ENVELOPE, f"the envelope is not strict JSON ({exc.reason.value})") from None
+    work.body = _check_signed_body(parsed)
+
+
+# steps 3-5, 8 -------------------------------------------------------------------------------------------------
+
+
+def _step3(work: _Work) -> None:
+    if work.body["format"] != FORMAT:
+        raise _Fail(Reason.UNSUPPORTED_FORMAT, f"signed format {work.body['format']!r} is not {FORMAT}")
+    if work.body["algo"] != ALGO:
+        raise _Fail(Reason.UNSUPPORTED_ALGO, f"signed algo {work.body['algo']!r} is not {ALGO}")
+
+
+def _step4(work: _Work) -> None:
+    for name in ("key_id", "algo", "format", "seq", "prev_hash"):  # types already checked in steps 0 and 2
+        if work.raw[name] != work.body[name]:
+            raise _Fail(Reason.ENVELOPE_MISMATCH, f"side-channel {name} differs from the signed body")
+
+
+def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[_Work], None]:
+    def step5(work: _Work) -> None:
+        key_id = work.body["key_id"]
+        trusted = keys.get(key_id)
+        # A trust store entry filed under another key's id is treated as absent: fail closed.
+        if not isinstance(trusted, TrustedKey) or trusted.key.key_id != key_id:
+            raise _Fail(Reason.UNKNOWN_KEY, f"key {key_id!r} is not pinned for proof signing")
+        if trusted.revoked:
+            raise _Fail(Reason.REVOKED_KEY, f"key {key_id!r} has been revoked")
+        if not trusted.key.verify(work.signature, signing_message(work.content_hash)):
+            raise _Fail(Reason.SIGNATURE_FAILURE, f"the Ed25519 signature does not verify under {key_id!r}")
+
+    return step5
+
+
+def _make_step8(verification_id: object, submission_hash: object) -> Callable[[_Work], None]:
+    def step8(work: _Work) -> None:
+        if work.body["verification_id"] != verification_id:
+            raise _Fail(Reason.SUBJECT_MISMATCH, "signed verification_id is not the expected one")
+        if work.body["submission_hash"] != submission_hash:
+            raise _Fail(Reason.SUBJECT_MISMATCH, "signed submission_hash is not the expected one")
+
+    return step8
+
+
+# --- the driver ---------------------------------------------------------------------------------------------
+
+
+def _failed(
+    number: int, results: tuple[EntryResult, ...], reason: Reason | None, seq: int | None, detail: str
+) -> StepResult:
+    return StepResult(number, STEP_NAMES[number], StepStatus.FAILED, results, reason, seq, detail)
+
+
+class _Run:
+    def __init__(self) -> None:
+        self.steps: list[StepResult] = []
+        self.failed: StepResult | None = None
+
+    def whole(self, number: int, reason: Reason | None, detail: str = "", entry: _Work | None = None) -> bool:
+        """Record a whole-proof check (about ``entry`` when one entry is concerned); True when it passed."""
+        status = StepStatus.PASSED if reason is None else StepStatus.FAILED
+        seq = None if entry is None else entry.seq
+        entries = (
+            ()
+            if entry is None
+            else (EntryResult(seq=entry.seq, ok=reason is None, reason=reason, index=entry.index, detail=detail),)
+        )
+        result = StepResult(number, STEP_NAMES[number], status, entries, reason, seq, detail)
+        self.record(result)
+        return reason is None
+
+    def per_entry(
+        self,
+        number: int,
+        works: Sequence[_Work],
+        check: Callable[[_Work], None],
+        *,
+        by_index: bool = False,
+        document: Callable[[], None] | None = None,
+    ) -> bool:
+        """Run ``check`` over every entry; the lowest seq (or array index in step 0) among failures decides.
+
+        ``document`` is the step's check of the proof's own top-level fields; it decides only when every entry
+        passed (an entry's signed fact is the more specific finding).
+        """
+        results: list[EntryResult] = []
+        decider: tuple[int, EntryResult] | None = None
+        for work in works:
+            try:
+                check(work)
+            except _Fail as fail:
+                seq = work.seq if work.seq >= 0 else None  # after the check: step 0 learns the seq
+                res = EntryResult(seq=seq, ok=False, reason=fail.reason, index=work.index, detail=fail.detail)
+                work.failure = work.failure or fail.reason
+                rank = work.index if by_index else work.seq
+                if decider is None or rank < decider[0]:
+                    decider = (rank, res)
+            else:
+                res = EntryResult(seq=work.seq, ok=True, index=work.index)
+            results.append(res)
+        if decider is None:
+            try:
+                if document is not None:
+                    document()
+            except _Fail as fail:
+                self.record(_failed(number, tuple(results), fail.reason, None, fail.detail))
+                return False
+            self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, tuple(results)))
+            return True
+        first = decider[1]
+        self.record(_failed(number, tuple(results), first.reason, first.seq, first.detail))
+        return False
+
+    def record(self, result: StepResult) -> None:
+        self.steps.append(result)
+        if result.status is StepStatus.FAILED and self.failed is None:
+            self.failed = result
+
+
+def _get_str(raw: Any, name: str) -> str | None:
+    value = raw.get(name) if isinstance(raw, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def _report(run: _Run, works: Sequence[_Work], computed_head: str | None) -> VerificationReport:
+    ran = {s.number for s in run.steps}
+    steps = tuple(run.steps) + tuple(
+        StepResult(n, STEP_NAMES[n], StepStatus.NOT_RUN) for n in range(len(STEP_NAMES)) if n not in ran
+    )
+    failed = run.failed
+    all_ran = len(STEP_NAMES) - 1 in ran  # the last per-entry step (8) ran: every entry met every check
+    views = tuple(
+        EntryView(
+            seq=w.seq if w.seq >= 0 else None,
+            index=w.index,
+            content_hash=_get_str(w.raw, "content_hash"),
+            key_id=_get_str(w.raw, "key_id"),
+            status=StepStatus.FAILED if w.failure else StepStatus.PASSED if all_ran else StepStatus.NOT_RUN,
+            reason=w.failure,
+            body=MappingProxyType(w.body) if w.body else None,
+        )
+        for w in works
+    )
+    if failed is None:
+        return VerificationReport(True, None, None, None, "", steps, views, computed_head)
+    return VerificationReport(
+        False, failed.reason, failed.number, failed.seq, failed.detail, steps, views, computed_head
+    )
+
+
+def _verify(
+    proof: Any,
+    *,
+    keys: Mapping[str, TrustedKey],
+    trusted_head: str | None,
+    expected_verification_id: str,
+    expected_submission_hash: str,
+    parse_error: StrictJSONError | None = None,
+) -> VerificationReport:
+    run = _Run()
+    works: list[_Work] = []
+
+    # Step 0 (seed 2): the trusted head comes from the caller; without one nothing can be anchored.
+    if not isinstance(trusted_head, str) or not trusted_head:
+        run.whole(0, Reason.MISSING_TRUSTED_HEAD, "no trusted head was supplied")
+        return _report(run, works, None)
+    # Step 0: the proof is a JSON object with an entries array ...
+    if parse_error is not None:
+        run.whole(0, Reason.MALFORMED_PROOF, f"the proof is not strict JSON ({parse_error.reason.value})")
+        return _report(run, works, None)
+    if not isinstance(proof, Mapping):
+        run.whole(0, Reason.MALFORMED_PROOF, f"the proof is a {_type_name(proof)}, not an object")
+        return _report(run, works, None)
+    raw_entries = proof.get("entries")
+    if not isinstance(raw_entries, list):
+        run.whole(0, Reason.MALFORMED_PROOF, "the proof has no entries array")
+        return _report(run, works, None)
+    # ... carrying the wire format's other top-level fields, all strings ...
+    for name in PROOF_FIELDS:
+        if name != "entries" and not isinstance(proof.get(name), str):
+            run.whole(0, Reason.MALFORMED_PROOF, f"the proof's {name} is missing or not a string")
+            return _report(run, works, None)
+    # ... with at least one entry ...
+    if not raw_entries:
+        run.whole(0, Reason.EMPTY_PROOF, "the proof has no entries")
+        return _report(run, works, None)
+    # ... each of which has every field with the right type and a strict base64 signature.
+    works = [_Work(index=i, raw=raw) for i, raw in enumerate(raw_entries)]
+    if not run.per_entry(0, works, _check_entry_shape, by_index=True):
+        return _report(run, works, None)
+
+    # Step 1 (seed 4): sort by seq; contiguous from 0. Array order is irrelevant.
+    works.sort(key=lambda w: w.seq)
+    gaps = [(position, w) for position, w in enumerate(works) if w.seq != position]
+    if gaps:
+        results = tuple(
+            EntryResult(
+                seq=w.seq,
+                ok=w.seq == position,
+                reason=None if w.seq == position else Reason.NON_CONTIGUOUS_SEQ,
+                index=w.index,
+                detail="" if w.seq == position else f"expected seq {position}, found {w.seq}",
+            )
+            for position, w in enumerate(works)
+        )
+        for _, w in gaps:
+            w.failure = w.failure or Reason.NON_CONTIGUOUS_SEQ
+        first = next(r for r in results if not r.ok)
+        run.record(_failed(1, results, Reason.NON_CONTIGUOUS_SEQ, first.seq, first.detail))
+        return _report(run, works, None)
+    run.per_entry(1, works, lambda w: None)
+
+    # Step 2 (seed 5): sha256 over each exact envelope byte string; the envelope is strict JSON with every field.
+    if not run.per_entry(2, works, _step2):
+        return _report(run, works, None)
+    computed_head = works[-1].content_hash
+
+    # Step 3 (seed 6): signed format acretix-verify/proof/2 and signed algo ed25519; the document says proof/2 too.
+    def document3() -> None:
+        for name, expected in (("format", FORMAT), ("signing_domain", SIGNING_DOMAIN), ("jwks_uri", JWKS_URI)):
+            if proof[name] != expected:
+                raise _Fail(Reason.UNSUPPORTED_FORMAT, f"the proof's {name} is not that of {FORMAT}")
+
+    if not run.per_entry(3, works, _step3, document=document3):
+        return _report(run, works, computed_head)
+
+    # Step 4 (seed 7): bind side-channel key_id, algo, format, seq and prev_hash to the signed body.
+    if not run.per_entry(4, works, _step4):
+        return _report(run, works, computed_head)
+
+    # Step 5 (seed 1, 8): the key is pinned by the caller and not revoked; Ed25519 over domain + recomputed hash.
+    if not run.per_entry(5, works, _make_step5(keys)):
+        return _report(run, works, computed_head)
+
+    # Step 6 (seed 9): chain continuity; every prev_hash is the previous recomputed content hash (null at seq 0).
+    def step6(work: _Work) -> None:
+        expected = None if work.seq == 0 else works[work.seq - 1].content_hash
+        if work.body["prev_hash"] != expected:
+            raise _Fail(Reason.BROKEN_CHAIN, "prev_hash is not the previous entry's content hash")
+
+    if not run.per_entry(6, works, step6):
+        return _report(run, works, computed_head)
+
+    # Step 7 (seed 10): the final recomputed content hash is the trusted, server-served head. The proof's own
+    # proof_head_hash is never trusted, only required to agree.
+    last = works[-1]
+    if computed_head != trusted_head:
+        last.failure = last.failure or Reason.TERMINAL_HEAD_MISMATCH
+        run.whole(7, Reason.TERMINAL_HEAD_MISMATCH, "the last entry's content hash is not the trusted head", last)
+        return _report(run, works, computed_head)
+    if proof["proof_head_hash"] != trusted_head:
+        run.whole(7, Reason.TERMINAL_HEAD_MISMATCH, "the proof's proof_head_hash is not the trusted head")
+        return _report(run, works, computed_head)
+    run.whole(7, None, entry=last)
+
+    # Step 8 (seed 3, 11): reject a valid but unrelated proof: the signed subject is the expected request.
+    def document8() -> None:
+        if proof["verification_id"] != expected_verification_id:
+            raise _Fail(Reason.SUBJECT_MISMATCH, "the proof's verification_id is not the expected one")
+
+    run.per_entry(8, works, _make_step8(expected_verification_id, expected_submission_hash), document=document8)
+    return _report(run, works, computed_head)
+
+
+def verify_report(
+    proof: Any,
+    *,
+    keys: Mapping[str, TrustedKey],
+    trusted_head: str | None,
+    expected_verification_id: str,
+    expected_submission_hash: str,
+) -> VerificationReport:
+    """Verify a parsed proof (a JSON object) strictly and report every step; never raises for a bad proof."""
+    return _verify(
+        proof,
+        keys=keys,
+        trusted_head=trusted_head,
+        expected_verification_id=expected_verification_id,
+        expected_submission_hash=expected_submission_hash,
+    )
+
+
+def verify_proof_bytes(
+    data: bytes,
+    *,
+    keys: Mapping[str, TrustedKey],
+    trusted_head: str | None,
+    expected_verification_id: str,
+    expected_submission_hash: str,
+) -> VerificationReport:
+    """Parse the proof with ``loads_strict`` and verify it; a strict-parse failure is ``malformed-proof``."""
+    parse_error: StrictJSONError | None = None
+    proof: Any = None
+    try:
+        proof = loads_strict(data)
+    except StrictJSONError as exc:
+        parse_error = exc
+    return _verify(
+        proof,
+        keys=keys,
+        trusted_head=trusted_head,
+        expected_verification_id=expected_verification_id,
+        expected_submission_hash=expected_submission_hash,
+        parse_error=parse_error,
+    )
+
+
+def verify_strict(
+    proof: Any,
+    *,
+    keys: Mapping[str, TrustedKey],
+    trusted_head: str | None,
+    expected_verification_id: str,
+    expected_submission_hash: str,
+) -> VerificationReport:
+    """Like ``verify_report``, but raise ``ProofVerificationError`` (reason, step and seq) unless the proof verifies."""
+    return verify_report(
+        proof,
+        keys=keys,
+        trusted_head=trusted_head,
+        expected_verification_id=expected_verification_id,
+        expected_submission_hash=expected_submission_hash,
+    ).raise_for_failure()
+
+
+def verify_strict_bytes(
+    data: bytes,
+    *,
+    keys: Mapping[str, TrustedKey],
+    trusted_head: str | None,
+    expected_verification_id: str,
+    expected_submission_hash: str,
+) -> VerificationReport:
+    """Like ``verify_proof_bytes``, but raise ``ProofVerificationError`` unless the proof verifies."""
+    return verify_proof_bytes(
+        data,
+        keys=keys,
+        trusted_head=trusted_head,
+        expected_verification_id=expected_verification_id,
+        expected_submission_hash=expected_submission_hash,
+    ).raise_for_failure()
