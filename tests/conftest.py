@@ -1,13 +1,28 @@
-"""Shared fixtures for the whole suite."""
+"""Shared fixtures for the whole suite, and the service markers.
+
+Markers (registered in pyproject.toml, ``--strict-markers``):
+- ``postgres``: runs only when the default database is PostgreSQL (DATABASE_URL=postgres://...);
+- ``broker``: runs only when CELERY_BROKER_URL is set;
+- ``browser``: runs only when Chromium and Playwright are installed.
+Otherwise the test is skipped with the reason. With REVIEWPORTAL_REQUIRE_SERVICES=1 (the second pass of .ci/run)
+a missing service, or any skip of such a test, is a failure instead.
+
+Nothing here imports Django at module level: ``pytest -p no:django tests/kernel`` works.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+SERVICE_MARKERS = ("postgres", "broker", "browser")
 
 
 def vectors_root() -> Path:
@@ -20,5 +35,70 @@ def vectors_root() -> Path:
 def vectors_dir() -> Path:
     root = vectors_root()
     if not root.is_dir():
-        pytest.skip(f"public test vectors not found at {root} (set REVIEWPORTAL_VECTORS or place shared/ beside the clone)")
+        pytest.skip(
+            f"public test vectors not found at {root} (set REVIEWPORTAL_VECTORS or place shared/ beside the clone)"
+        )
     return root
+
+
+def require_services() -> bool:
+    return os.environ.get("REVIEWPORTAL_REQUIRE_SERVICES", "") == "1"
+
+
+def _postgres_missing() -> str | None:
+    try:
+        from django.conf import settings
+
+        if not settings.configured:
+            return "needs PostgreSQL: Django is not configured in this run (-p no:django?)"
+        vendor = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    except Exception as exc:  # any failure to read the settings means "not available"
+        return f"needs PostgreSQL: cannot read the database settings ({type(exc).__name__})"
+    if vendor != "postgresql":
+        return "needs PostgreSQL: set DATABASE_URL to a postgres:// URL"
+    return None
+
+
+def _broker_missing() -> str | None:
+    if not os.environ.get("CELERY_BROKER_URL"):
+        return "needs a Celery broker: set CELERY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
+    return None
+
+
+def _browser_missing() -> str | None:
+    if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
+        return "needs Chromium: apt-get install chromium"
+    if importlib.util.find_spec("playwright") is None:
+        return "needs Playwright: pip install playwright"
+    return None
+
+
+_AVAILABILITY: dict[str, Callable[[], str | None]] = {
+    "postgres": _postgres_missing,
+    "broker": _broker_missing,
+    "browser": _browser_missing,
+}
+
+
+def _service_markers(item: pytest.Item) -> list[str]:
+    return [name for name in SERVICE_MARKERS if item.get_closest_marker(name) is not None]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name in _service_markers(item):
+        reason = _AVAILABILITY[name]()
+        if reason is None:
+            continue
+        if require_services():
+            pytest.fail(f"REVIEWPORTAL_REQUIRE_SERVICES=1 but this {name} test cannot run: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+    """Under REVIEWPORTAL_REQUIRE_SERVICES=1 a service-marked test may not skip itself either."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and require_services() and _service_markers(item) and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"REVIEWPORTAL_REQUIRE_SERVICES=1 forbids skipping a service test: {report.longrepr}"

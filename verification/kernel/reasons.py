@@ -6,9 +6,10 @@ A code that is not here does not exist: add it here (with its one-line explanati
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, Mapping
+from typing import Final
 
 
 class Reason(StrEnum):
@@ -20,6 +21,7 @@ class Reason(StrEnum):
     HUMAN_DECISION = "human-decision"
     IMPORTED_RESULT = "imported-result"
     RESULT_AWAITED = "result-awaited"
+    NO_RESULT = "no-result"
 
     # --- subjects and contracts (§1) -------------------------------------------------------------
     NO_ACCEPTED_CONTRACT = "no-accepted-contract"
@@ -143,6 +145,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.BASELINE_CHANGED: "The artifact's digest differs from its authoritative baseline.",
     Reason.HUMAN_DECISION: "A person reviewed the verification and recorded this decision.",
     Reason.IMPORTED_RESULT: "The result was relayed by an external verifier; it can never carry a pass.",
+    Reason.NO_RESULT: "No result arrived for this check and it has no deadline to wait for.",
     Reason.RESULT_AWAITED: "The result of this check has not arrived yet; it is pending until its deadline.",
     Reason.NO_ACCEPTED_CONTRACT: "The task's current cycle has no accepted contract, so nothing can be judged.",
     Reason.SELF_CONTRACT_ACCEPTANCE: "An actor who claimed the task cannot accept the contract for its own attempt.",
@@ -218,7 +221,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.FINGERPRINT_MISMATCH: "The typed fingerprint does not match the key.",
     Reason.KEY_ALREADY_PINNED: "The key is already pinned for this purpose.",
     Reason.KEY_NOT_PINNED: "The key is not pinned for this purpose.",
-    Reason.PIN_CHANNEL_REQUIRED: "A pin, unpin or revocation must name the out-of-band channel used to confirm the key.",
+    Reason.PIN_CHANNEL_REQUIRED: "A pin, unpin or revocation must name the out-of-band channel it went through.",
     Reason.REVOCATION_REASON_REQUIRED: "A revocation must say why the key is revoked.",
     Reason.NO_SIGNING_KEY: "The portal has no usable active signing key; run manage.py create_signing_key.",
     Reason.APPEND_ONLY: "Receipts and pin-log records are append-only: nothing edits or deletes one.",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Final, Iterable
+from typing import Final
 
 from verification.kernel.errors import InvariantError
 from verification.kernel.reasons import Reason

@@ -1,0 +1,264 @@
+"""Receipts benchmark (issue "Signed receipts, keys, and strict proof verification", acceptance; run by ``make bench``).
+
+(a) receipts issued per second through ``receipt_issue`` (one verification each) as a ratio to a bare pipeline in
+    the same run: rfc8785 + sha256 + Ed25519 sign + one INSERT per transaction with psycopg directly. Target >= 0.5.
+(b) time to verify a stored 10,000-entry chain (fetch + ``verify_proof_bytes``, the function ``manage.py
+    verify_proof`` uses) as a ratio to bare Ed25519 verification of the same 10,000 signatures. Target <= 2.0.
+
+PostgreSQL only (DATABASE_URL=postgres://...). It works in a scratch database ``bench_<name>`` that it creates,
+migrates and drops, so no benchmark receipt (append-only forever) ever lands in your database. Prints figures; a
+benchmark, not a test: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ISSUE_COUNT = int(os.environ.get("BENCH_RECEIPTS_ISSUE", "1000"))
+CHAIN_LENGTH = int(os.environ.get("BENCH_RECEIPTS_CHAIN", "10000"))
+RUBRIC_HASH = "1" * 64
+SUBMISSION_HASH = "2" * 64
+PAYLOAD = {
+    "verdict": "PASS",
+    "determination": "met",
+    "authority": "deterministic",
+    "actor": "portal",
+    "flagged": False,
+    "score": 1,
+    "checks": [{"criterion": "c1", "authority": "deterministic", "verdict": "PASS", "reason": "digest-match"}],
+    "integrity_proof": [{"evidence_id": "e1", "recorded": "sha256:" + "a" * 64, "recomputed": "sha256:" + "a" * 64}],
+}
+
+
+def _setup_django(var: Path) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewportal.settings_test")
+    os.environ["REVIEWPORTAL_VAR_DIR"] = str(var)
+    for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE"):
+        os.environ.pop(name, None)
+    import django
+
+    django.setup()
+
+
+class _BarePipeline:
+    """The bare pipeline: canonical JSON, sha256, sign, one INSERT per transaction, psycopg directly."""
+
+    def __init__(self, dsn: dict[str, Any], seed: bytes) -> None:
+        import psycopg
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        self.signer = Ed25519PrivateKey.from_private_bytes(seed)
+        self.key_id = "ed25519-" + hashlib.sha256(self.signer.public_key().public_bytes_raw()).hexdigest()[:16]
+        self.conn = psycopg.connect(**dsn)
+        self.conn.execute(
+            "CREATE TABLE bench_bare_receipt (content_hash varchar(64) PRIMARY KEY, verification_id uuid NOT NULL, "
+            "seq integer NOT NULL, key_id varchar(32) NOT NULL, prev_hash varchar(64), signature text NOT NULL, "
+            "envelope text NOT NULL, created_at timestamptz NOT NULL, UNIQUE (verification_id, seq))"
+        )
+        self.conn.commit()
+
+    def issue(self, count: int) -> float:
+        """Issue ``count`` receipts (one new verification id each); seconds taken."""
+        import rfc8785
+
+        started = time.perf_counter()
+        for _ in range(count):
+            verification_id = uuid.uuid4()
+            now = datetime.now(UTC)
+            body = {
+                "format": "acretix-verify/proof/2",
+                "algo": "ed25519",
+                "key_id": self.key_id,
+                "verification_id": str(verification_id),
+                "seq": 0,
+                "rubric_hash": RUBRIC_HASH,
+                "submission_hash": SUBMISSION_HASH,
+                "prev_hash": None,
+                "payload": {**PAYLOAD, "kind": "run"},
+                "created_at": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            }
+            envelope = rfc8785.dumps(body)
+            content_hash = hashlib.sha256(envelope).hexdigest()
+            signed = self.signer.sign(b"acretix-verify/proof-sig/2:" + content_hash.encode())
+            with self.conn.transaction():
+                self.conn.execute(
+                    "INSERT INTO bench_bare_receipt VALUES (%s, %s, 0, %s, NULL, %s, %s, %s)",
+                    (content_hash, verification_id, self.key_id, base64.b64encode(signed).decode(), envelope.decode(),
+                     now),
+                )
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _service_issue(count: int) -> float:
+    """receipt_issue, one verification each (the verifications are made beforehand); seconds taken."""
+    from verification.models import Verification
+    from verification.services.receipts import receipt_issue
+
+    verifications = Verification.objects.bulk_create(
+        [Verification(rubric_hash=RUBRIC_HASH, submission_hash=SUBMISSION_HASH) for _ in range(count)]
+    )
+    started = time.perf_counter()
+    for verification in verifications:
+        receipt_issue(verification=verification, kind="run", payload=PAYLOAD)
+    return time.perf_counter() - started
+
+
+def _issue_rates(dsn: dict[str, Any], seed: bytes, total: int, rounds: int = 10) -> tuple[float, float]:
+    """(service rate, bare rate) in receipts/s, measured in alternating rounds so that load on the machine and the
+    database's commit latency hit both alike."""
+    bare = _BarePipeline(dsn, seed)
+    try:
+        _service_issue(20)  # warm up: the private key cache, prepared plans, the connection
+        bare.issue(20)
+        per_round = max(1, total // rounds)
+        service_s = bare_s = 0.0
+        for _ in range(rounds):
+            service_s += _service_issue(per_round)
+            bare_s += bare.issue(per_round)
+    finally:
+        bare.close()
+    return per_round * rounds / service_s, per_round * rounds / bare_s
+
+
+def _store_chain(length: int) -> Any:
+    """A stored chain of ``length`` receipts, signed with the active key (bulk-inserted for speed)."""
+    from verification import signing
+    from verification.kernel.chain import sign_entry
+    from verification.models import Receipt, Verification
+
+    verification = Verification.objects.create(rubric_hash=RUBRIC_HASH, submission_hash=SUBMISSION_HASH)
+    key_row, private_key = signing.active_signer()
+    rows, prev = [], None
+    now = datetime.now(UTC)
+    for seq in range(length):
+        entry = sign_entry(
+            private_key=private_key,
+            verification_id=str(verification.id),
+            seq=seq,
+            rubric_hash=RUBRIC_HASH,
+            submission_hash=SUBMISSION_HASH,
+            prev_hash=prev,
+            payload={**PAYLOAD, "kind": "run", "n": seq},
+            created_at=now,
+        )
+        rows.append(
+            Receipt(
+                content_hash=entry.content_hash,
+                verification=verification,
+                seq=seq,
+                key=key_row,
+                prev_hash=entry.prev_hash,
+                signature=entry.signature,
+                envelope=entry.envelope,
+                created_at=now,
+                kind="run",
+                verdict="PASS",
+            )
+        )
+        prev = entry.content_hash
+    Receipt.objects.bulk_create(rows, batch_size=1000)
+    return verification
+
+
+def _verify_stored(verification: Any) -> tuple[float, float, Any]:
+    """Fetch the chain and verify it as ``manage.py verify_proof`` does; (fetch seconds, verify seconds, report)."""
+    from verification.kernel.verifier import verify_proof_bytes
+    from verification.selectors import proof_for, trusted_keys
+
+    started = time.perf_counter()
+    proof = proof_for(verification)
+    assert proof is not None
+    data = json.dumps(proof).encode("utf-8")
+    keys = trusted_keys("proof-signing")
+    fetched = time.perf_counter()
+    report = verify_proof_bytes(
+        data,
+        keys=keys,
+        trusted_head=proof["proof_head_hash"],
+        expected_verification_id=str(verification.id),
+        expected_submission_hash=SUBMISSION_HASH,
+    )
+    return fetched - started, time.perf_counter() - fetched, report
+
+
+def _bare_verify(verification: Any) -> float:
+    """Bare Ed25519 verification of the same signatures (keys and messages prepared beforehand); seconds taken."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from verification.models import Receipt, SigningKey
+
+    rows = Receipt.objects.filter(verification=verification).values_list("content_hash", "signature", "key_id")
+    keys = {k.key_id: Ed25519PublicKey.from_public_bytes(bytes(k.public_key)) for k in SigningKey.objects.all()}
+    prepared = [
+        (keys[key_id], base64.b64decode(signature), b"acretix-verify/proof-sig/2:" + content_hash.encode())
+        for content_hash, signature, key_id in rows
+    ]
+    started = time.perf_counter()
+    for key, signature, message in prepared:
+        key.verify(signature, message)
+    return time.perf_counter() - started
+
+
+def main() -> str | None:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.split("://", 1)[0].lower().startswith(("postgres", "pgsql")):
+        return "bench_receipts: skipped: needs PostgreSQL (set DATABASE_URL=postgres://user@host:5432/name)"
+    with tempfile.TemporaryDirectory(prefix="bench-receipts-") as tmp:
+        _setup_django(Path(tmp) / "var")
+        from django.db import connection
+
+        from verification import signing
+        from verification.services.keys import signing_key_create
+
+        base_name = connection.settings_dict["NAME"]
+        connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_{base_name}"
+        old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+        try:
+            signing_key_create()
+            _, private_key = signing.active_signer()
+            dsn = {
+                "host": connection.settings_dict.get("HOST") or None,
+                "port": connection.settings_dict.get("PORT") or None,
+                "user": connection.settings_dict.get("USER") or None,
+                "password": connection.settings_dict.get("PASSWORD") or None,
+                "dbname": connection.settings_dict["NAME"],
+            }
+            dsn = {k: v for k, v in dsn.items() if v is not None}
+            service_rate, bare_rate = _issue_rates(dsn, private_key.seed, ISSUE_COUNT)
+            lines = [
+                f"(a) receipt_issue: {service_rate:,.0f} receipts/s; bare pipeline: {bare_rate:,.0f} receipts/s; "
+                f"ratio {service_rate / bare_rate:.2f} (target >= 0.5) over {ISSUE_COUNT} receipts each, "
+                "in alternating rounds",
+            ]
+            verification = _store_chain(CHAIN_LENGTH)
+            # Best of three for both sides: the machine's other load is noise, not cost.
+            runs = [_verify_stored(verification) for _ in range(3)]
+            fetch_s, verify_s, report = min(runs, key=lambda run: run[0] + run[1])
+            bare_s = min(_bare_verify(verification) for _ in range(3))
+            total = fetch_s + verify_s
+            lines.append(
+                f"(b) {CHAIN_LENGTH}-entry chain: fetch {fetch_s:.3f} s + verify_proof_bytes {verify_s:.3f} s = "
+                f"{total:.3f} s ({'ok' if report.ok else report.reason}); bare Ed25519 {bare_s:.3f} s; "
+                f"ratio {total / bare_s:.2f} (target <= 2.0), best of 3"
+            )
+        finally:
+            connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    print(main())

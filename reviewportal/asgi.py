@@ -1,0 +1,19 @@
+"""ASGI entry point."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+from reviewportal.config import ConfigurationError, exit_on_configuration_error
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewportal.settings")
+
+try:
+    application = get_asgi_application()
+except ConfigurationError as exc:
+    exit_on_configuration_error(exc)
+
+# SPEC §8: the web process refuses to start without a usable signing key (one line on stderr, exit 3).
+from verification.signing import require_signing_key  # noqa: E402
+
+require_signing_key()

@@ -1,0 +1,75 @@
+"""``manage.py seed_demo``: one demo login per role, idempotent.
+
+Passwords are random, kept in ``<var>/demo-passwords.txt`` (mode 0600) and reused on later runs, so a second run
+prints the same logins.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from reviewportal.roles import ROLES
+
+PASSWORD_FILE = "demo-passwords.txt"  # noqa: S105 - a file name
+DEMO_URL = "http://127.0.0.1:8000/"
+
+
+def read_passwords(path: Path) -> dict[str, str]:
+    """``username:password`` lines; anything else in the file is ignored."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    pairs = (line.split(":", 1) for line in lines if ":" in line)
+    return {name.strip(): password.strip() for name, password in pairs if name.strip() and password.strip()}
+
+
+def write_passwords(path: Path, passwords: dict[str, str]) -> None:
+    """Replace the file atomically; the temporary file is created with mode 0600."""
+    fd, tmp = tempfile.mkstemp(prefix=".demo-passwords.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(f"{name}:{password}\n" for name, password in passwords.items())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class Command(BaseCommand):
+    help = "Create the demo users reviewer, manager and admin (one per role) and print their logins."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        var = Path(settings.VAR_DIR)
+        if not var.is_dir():
+            raise CommandError(f"{var} does not exist; run `python -m reviewportal.bootstrap` first")
+        path = var / PASSWORD_FILE
+        stored = read_passwords(path)
+        passwords = dict(stored)
+        user_model = get_user_model()
+        with transaction.atomic():
+            for role in ROLES:
+                group = Group.objects.filter(name=role).first()
+                if group is None:
+                    raise CommandError(f"group {role!r} is missing; run `manage.py migrate` first")
+                password = passwords.setdefault(role, secrets.token_urlsafe(12))
+                user, created = user_model.objects.get_or_create(username=role)
+                if created or not user.check_password(password):
+                    user.set_password(password)
+                    user.save()
+                user.groups.add(group)
+        if passwords != stored:
+            write_passwords(path, passwords)
+        self.stdout.write(f"Demo portal: {DEMO_URL} (passwords kept in {path})")
+        for role in reversed(ROLES):
+            self.stdout.write(f"  {role:<8}  user {role:<8}  password {passwords[role]}")

@@ -1,0 +1,168 @@
+"""Django settings, read from the environment with safe defaults (README: Configuration).
+
+A missing or malformed value raises ``ConfigurationError``; manage.py, wsgi.py, asgi.py and celery.py turn it into
+one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from reviewportal.config import (
+    REPO_ROOT,
+    ConfigurationError,
+    database_from_url,
+    env_bool,
+    env_list,
+    env_str,
+    read_secret_key,
+    var_dir,
+)
+
+BASE_DIR = REPO_ROOT
+VAR_DIR = var_dir()
+
+# pytest runs with reviewportal.settings_test, which sets REVIEWPORTAL_TESTING=1 before importing this module.
+TESTING = env_bool("REVIEWPORTAL_TESTING", default=False)
+
+DEBUG = env_bool("REVIEWPORTAL_DEBUG", default=False)
+ALLOWED_HOSTS = env_list("REVIEWPORTAL_ALLOWED_HOSTS", default="127.0.0.1,localhost")
+
+try:
+    SECRET_KEY = read_secret_key(VAR_DIR)
+except ConfigurationError:
+    if not TESTING:
+        raise
+    SECRET_KEY = secrets.token_urlsafe(50)  # the test suite runs without bootstrap: a throwaway key per process
+
+# --- database ----------------------------------------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL")
+if _database_url is None:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "reviewportal.sqlite3",
+        }
+    }
+else:
+    DATABASES = {"default": database_from_url(_database_url)}
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE: a write transaction takes the lock at BEGIN, so the web process and a worker queue rather than fail
+    # with "database is locked" mid-transaction. WAL lets readers proceed during a write.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL;",
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- applications ------------------------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+    "verification.apps.VerificationConfig",
+    "reviewportal.apps.PortalConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "reviewportal.urls"
+WSGI_APPLICATION = "reviewportal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- authentication ------------------------------------------------------------------------------------------------
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only; never outside the test suite
+
+# --- security ------------------------------------------------------------------------------------------------------
+HTTPS = env_bool("REVIEWPORTAL_HTTPS", default=False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+CSRF_COOKIE_HTTPONLY = True  # the token reaches htmx through hx-headers on <body>, not through the cookie
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# --- i18n / time -----------------------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- static files --------------------------------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# whitenoise serves static/ straight from the finders (no STATIC_ROOT, no collectstatic), with DEBUG on or off,
+# under runserver and gunicorn alike.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- Celery ----------------------------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
+if CELERY_BROKER_URL is not None and "://" not in CELERY_BROKER_URL:
+    raise ConfigurationError("CELERY_BROKER_URL", "not a URL (expected e.g. redis://127.0.0.1:6379/0)")
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND")
+if CELERY_RESULT_BACKEND is not None and "://" not in CELERY_RESULT_BACKEND:
+    raise ConfigurationError("CELERY_RESULT_BACKEND", "not a URL (expected e.g. redis://127.0.0.1:6379/1)")
+# Without a broker, tasks run in the calling process and their exceptions propagate.
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = True
+# Tasks are idempotent (STYLE.md 11): acknowledge after the work, redeliver if the worker dies, one task at a time.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_ENABLE_UTC = True
+
+# --- logging ---------------------------------------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+}

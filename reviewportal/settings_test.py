@@ -1,0 +1,12 @@
+"""Settings for the test suite (pyproject: DJANGO_SETTINGS_MODULE = "reviewportal.settings_test").
+
+pytest-django reads the settings before any conftest runs, so the test flag is set here, before the real settings
+are imported: TESTING turns on a fast password hasher and, when no key exists, a throwaway SECRET_KEY.
+Subprocesses started by tests inherit REVIEWPORTAL_TESTING=1.
+"""
+
+import os
+
+os.environ["REVIEWPORTAL_TESTING"] = "1"
+
+from reviewportal.settings import *  # noqa: E402, F403

@@ -1,0 +1,17 @@
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from reviewportal import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="login.html", redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),  # POST only (Django 5)
+    # the well-known key endpoints and /v1/verifications/<id>/proof[/envelope] (verification/urls.py)
+    path("", include("verification.urls")),
+]

@@ -1,0 +1,50 @@
+"""``flush``, guarded: receipts and pin-log entries are append-only (SPEC §7).
+
+Under the test suite (``settings.TESTING``) the test runner's teardown calls this command to empty every table; on
+SQLite that is ``DELETE FROM``, which the append-only trigger lets through only inside ``purge_allowed()``. Outside
+the test suite, flushing a database that holds receipts or pin-log entries is refused (on PostgreSQL flush would
+TRUNCATE them, which no row-level trigger sees).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.core.management.commands.flush import Command as FlushCommand
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from verification import db_guards
+
+
+class Command(FlushCommand):
+    help = FlushCommand.help + " Refused outside the test suite when receipts or pin-log entries exist."
+
+    def handle(self, **options: Any) -> None:
+        connection = connections[options.get("database") or DEFAULT_DB_ALIAS]
+        if not getattr(settings, "TESTING", False):
+            held = _append_only_rows(connection)
+            if held:
+                raise CommandError(
+                    f"append-only: refusing to flush {', '.join(held)}; receipts and pin-log entries are never "
+                    "deleted (drop the whole database instead if you truly mean to start over)"
+                )
+            super().handle(**options)
+            return
+        connection.ensure_connection()
+        db_guards.register_sqlite_function(connection)  # a connection opened before the signal was connected
+        with db_guards.purge_allowed():
+            super().handle(**options)
+
+
+def _append_only_rows(connection: Any) -> list[str]:
+    existing = set(connection.introspection.table_names())
+    held = []
+    with connection.cursor() as cursor:
+        for table in db_guards.APPEND_ONLY_TABLES:
+            if table in existing:
+                cursor.execute(f"SELECT 1 FROM {connection.ops.quote_name(table)} LIMIT 1")  # noqa: S608 - fixed names
+                if cursor.fetchone() is not None:
+                    held.append(table)
+    return held
