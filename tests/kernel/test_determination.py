@@ -471,7 +471,7 @@ def test_a_check_citing_evidence_outside_the_proof_is_unknown() -> None:
     outcome = roll_up([crit("c1", passed(evidence=("e1", "e7")))], integrity=PROOF)
     assert outcome.verdict is Verdict.UNKNOWN
     assert outcome.reason is Reason.MISSING_EVIDENCE_INTEGRITY_PROOF
-    assert outcome.criteria[0].checks[0].detail == "evidence e7"
+    assert outcome.criteria[0].checks[0].detail == "e7: no integrity entry"
 
 
 def test_a_check_citing_no_evidence_passes_under_a_complete_proof() -> None:

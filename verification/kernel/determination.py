@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
+from verification.kernel.criteria import apply_integrity
 from verification.kernel.errors import InvariantError
 from verification.kernel.integrity import IntegrityProof, gate_pass
 from verification.kernel.reasons import Reason
@@ -226,15 +227,11 @@ class Outcome:
 
 def _integrity_checked(check: Check, integrity: IntegrityProof) -> Check:
     """SPEC §2: a check citing an item whose bytes are gone, changed or redacted — or that the proof does not
-    cover at all — is UNKNOWN with that code, never a FAIL charged to the submitter."""
-    for evidence_id in check.evidence_ids:
-        entry = integrity.entry(evidence_id)
-        code = Reason.MISSING_EVIDENCE_INTEGRITY_PROOF if entry is None else entry.reason
-        if code is not None:
-            if check.verdict is Verdict.UNKNOWN and check.reason is code:
-                return check
-            return replace(check, verdict=Verdict.UNKNOWN, reason=code, pending=None, detail=f"evidence {evidence_id}")
-    return check
+    cover at all — is UNKNOWN with that code, never a FAIL charged to the submitter (rule: ``apply_integrity``)."""
+    checked = apply_integrity(check, integrity)
+    if checked.verdict is check.verdict and checked.reason is check.reason:
+        return check
+    return checked
 
 
 def _read(result: CriterionResult, *, integrity: IntegrityProof, now: datetime | None) -> CriterionResult:

@@ -247,7 +247,7 @@ EXPLANATIONS: Final[Mapping[Reason, str]] = MappingProxyType(_EXPLANATIONS)
 
 
 def explain(code: Reason | str) -> str:
-    """The one-line plain-language explanation of a registered code; KeyError for an unknown one."""
+    """The one-line plain-language explanation of a registered code; ValueError for an unknown one."""
     return EXPLANATIONS[Reason(code)]
 
 

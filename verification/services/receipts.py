@@ -7,12 +7,13 @@ so concurrent appends get seq 0..n-1 with valid links, and the unique (verificat
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Subquery
+from django.db import connection, transaction
 from django.utils import timezone
 
 from verification import signing
@@ -56,6 +57,47 @@ def _superseded(payload: Mapping[str, Any]) -> Receipt | None:
     return superseded
 
 
+@dataclass(frozen=True)
+class _Locked:
+    id: uuid.UUID
+    rubric_hash: str
+    submission_hash: str
+
+
+def _lock_chain(verification_pk: uuid.UUID) -> tuple[_Locked, str, int, str | None]:
+    """Lock the chain and read its head and the active key: ``(verification, key_id, next seq, prev_hash)``.
+
+    Serializes appends to one chain: ``SELECT ... FOR UPDATE`` on the verification row (PostgreSQL; SQLite's
+    IMMEDIATE transactions already hold the database's write lock). The head is read by a second statement, after
+    the lock is granted, so under READ COMMITTED (Django's default) it sees every receipt committed before; one
+    statement could not (its snapshot would predate the wait). The unique (verification, seq) constraint backs this up.
+    Plain SQL on the hot path: this runs once per receipt, and the ORM's query building cost more than the queries.
+    """
+    quote = connection.ops.quote_name
+    verifications, receipts, keys = (quote(m._meta.db_table) for m in (Verification, Receipt, SigningKey))
+    pk = Verification._meta.pk.get_db_prep_value(verification_pk, connection)  # type: ignore[union-attr]
+    for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT rubric_hash, submission_hash FROM {verifications} WHERE id = %s{for_update}",  # noqa: S608
+            [pk],
+        )
+        found = cursor.fetchone()
+        if found is None:
+            raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
+        head = f"FROM {receipts} WHERE verification_id = %s ORDER BY seq DESC LIMIT 1"
+        cursor.execute(
+            f"SELECT key_id, (SELECT seq {head}), (SELECT content_hash {head}) FROM {keys} WHERE status = %s",  # noqa: S608
+            [pk, pk, SigningKey.Status.ACTIVE.value],
+        )
+        state = cursor.fetchone()
+    if state is None:
+        raise SigningKeyUnavailable("no active signing key")
+    key_id, head_seq, head_hash = state
+    locked = _Locked(id=verification_pk, rubric_hash=found[0], submission_hash=found[1])
+    return locked, key_id, (0 if head_seq is None else head_seq + 1), head_hash
+
+
 @transaction.atomic
 def receipt_issue(
     *,
@@ -85,23 +127,7 @@ def receipt_issue(
     superseded = _superseded(body)
     indexed = {name: _indexed_copy(body, name) for name in _INDEXED}
 
-    # Serialize appends to this chain: lock the verification row (PostgreSQL; SQLite's IMMEDIATE transactions already
-    # hold the write lock). What follows is a new statement, so under READ COMMITTED (Django's default) it sees every
-    # receipt committed before the lock was granted; the unique (verification, seq) constraint backs this up.
-    locked = (
-        Verification.objects.select_for_update().only("id", "rubric_hash", "submission_hash").get(pk=verification.pk)
-    )
-    heads = Receipt.objects.filter(verification=locked).order_by("-seq")
-    state = (
-        SigningKey.objects.filter(status=SigningKey.Status.ACTIVE)
-        .annotate(head_seq=Subquery(heads.values("seq")[:1]), head_hash=Subquery(heads.values("content_hash")[:1]))
-        .values_list("key_id", "head_seq", "head_hash")
-        .first()
-    )
-    if state is None:
-        raise SigningKeyUnavailable("no active signing key")
-    key_id, head_seq, head_hash = state
-    seq, prev_hash = (0, None) if head_seq is None else (head_seq + 1, head_hash)
+    locked, key_id, seq, prev_hash = _lock_chain(verification.pk)
     private_key = signing.private_key_for_id(key_id)
     entry = sign_entry(
         private_key=private_key,
@@ -117,7 +143,7 @@ def receipt_issue(
         raise _refuse("the content hash is not the sha256 of the envelope")
     receipt = Receipt(
         content_hash=entry.content_hash,
-        verification=locked,
+        verification_id=locked.id,
         seq=entry.seq,
         key_id=key_id,
         prev_hash=entry.prev_hash,
