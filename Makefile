@@ -40,12 +40,8 @@ $(STAMP_DEV): requirements-dev.txt requirements.txt | $(PY)
 run: $(STAMP_RUN)
 	$(PY) -m reviewportal.bootstrap
 	$(PY) manage.py migrate --noinput
-	@# create_signing_key is added by the receipts work; until it exists this step says so and goes on.
-	@if $(PY) manage.py help create_signing_key >/dev/null 2>&1; then \
-	  $(PY) manage.py create_signing_key; \
-	else \
-	  echo "make: manage.py create_signing_key does not exist yet; skipped"; \
-	fi
+	@# The portal's signing key (var/keys/, mode 0600): created once, then reported; the server refuses to start without it.
+	$(PY) manage.py create_signing_key
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runserver 127.0.0.1:8000 --noreload
 

@@ -51,20 +51,31 @@ def _setup_django(var: Path) -> None:
 
 
 class _BarePipeline:
-    """The bare pipeline: canonical JSON, sha256, sign, one INSERT per transaction, psycopg directly."""
+    """The bare pipeline: canonical JSON, sha256, sign, one INSERT per transaction, psycopg directly.
 
-    def __init__(self, dsn: dict[str, Any], seed: bytes) -> None:
+    ``shape="minimal"`` inserts into a table with only the wire columns, a primary key and unique (verification, seq);
+    ``shape="receipt"`` into a copy of the receipts table (``LIKE verification_receipt INCLUDING ALL``: the same
+    columns and indexes, the indexed payload copies filled; no triggers, no foreign keys), i.e. the same row.
+    """
+
+    def __init__(self, dsn: dict[str, Any], seed: bytes, shape: str = "minimal") -> None:
         import psycopg
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         self.signer = Ed25519PrivateKey.from_private_bytes(seed)
         self.key_id = "ed25519-" + hashlib.sha256(self.signer.public_key().public_bytes_raw()).hexdigest()[:16]
         self.conn = psycopg.connect(**dsn)
-        self.conn.execute(
-            "CREATE TABLE bench_bare_receipt (content_hash varchar(64) PRIMARY KEY, verification_id uuid NOT NULL, "
-            "seq integer NOT NULL, key_id varchar(32) NOT NULL, prev_hash varchar(64), signature text NOT NULL, "
-            "envelope text NOT NULL, created_at timestamptz NOT NULL, UNIQUE (verification_id, seq))"
-        )
+        self.table = f"bench_bare_{shape}"
+        if shape == "minimal":
+            self.conn.execute(
+                f"CREATE TABLE {self.table} (content_hash varchar(64) PRIMARY KEY, verification_id uuid NOT NULL, "
+                "seq integer NOT NULL, key_id varchar(32) NOT NULL, prev_hash varchar(64), signature text NOT NULL, "
+                "envelope text NOT NULL, created_at timestamptz NOT NULL, kind varchar(16) NOT NULL, "
+                "verdict varchar(16), determination varchar(32), authority varchar(32), actor varchar(200), "
+                "supersedes_receipt_id varchar(64), UNIQUE (verification_id, seq))"
+            )
+        else:
+            self.conn.execute(f"CREATE TABLE {self.table} (LIKE verification_receipt INCLUDING ALL)")
         self.conn.commit()
 
     def issue(self, count: int) -> float:
@@ -75,7 +86,7 @@ class _BarePipeline:
         for _ in range(count):
             verification_id = uuid.uuid4()
             now = datetime.now(UTC)
-            body = {
+            body: dict[str, Any] = {
                 "format": "acretix-verify/proof/2",
                 "algo": "ed25519",
                 "key_id": self.key_id,
@@ -92,9 +103,11 @@ class _BarePipeline:
             signed = self.signer.sign(b"acretix-verify/proof-sig/2:" + content_hash.encode())
             with self.conn.transaction():
                 self.conn.execute(
-                    "INSERT INTO bench_bare_receipt VALUES (%s, %s, 0, %s, NULL, %s, %s, %s)",
+                    f"INSERT INTO {self.table} (content_hash, verification_id, seq, key_id, prev_hash, signature, "  # noqa: S608
+                    "envelope, created_at, kind, verdict, determination, authority, actor, supersedes_receipt_id) "
+                    "VALUES (%s, %s, 0, %s, NULL, %s, %s, %s, 'run', %s, %s, %s, %s, NULL)",
                     (content_hash, verification_id, self.key_id, base64.b64encode(signed).decode(), envelope.decode(),
-                     now),
+                     now, PAYLOAD["verdict"], PAYLOAD["determination"], PAYLOAD["authority"], PAYLOAD["actor"]),
                 )
         return time.perf_counter() - started
 
@@ -116,21 +129,25 @@ def _service_issue(count: int) -> float:
     return time.perf_counter() - started
 
 
-def _issue_rates(dsn: dict[str, Any], seed: bytes, total: int, rounds: int = 10) -> tuple[float, float]:
-    """(service rate, bare rate) in receipts/s, measured in alternating rounds so that load on the machine and the
-    database's commit latency hit both alike."""
-    bare = _BarePipeline(dsn, seed)
+def _issue_rates(dsn: dict[str, Any], seed: bytes, total: int, rounds: int = 10) -> tuple[float, float, float]:
+    """(service, bare minimal table, bare receipt-shaped table) in receipts/s, measured in alternating rounds so that
+    the machine's other load and the database's commit latency hit all three alike."""
+    minimal, shaped = _BarePipeline(dsn, seed, "minimal"), _BarePipeline(dsn, seed, "receipt")
     try:
-        _service_issue(20)  # warm up: the private key cache, prepared plans, the connection
-        bare.issue(20)
+        _service_issue(20)  # warm up: the private key cache, the connection
+        minimal.issue(20)
+        shaped.issue(20)
         per_round = max(1, total // rounds)
-        service_s = bare_s = 0.0
+        service_s = minimal_s = shaped_s = 0.0
         for _ in range(rounds):
             service_s += _service_issue(per_round)
-            bare_s += bare.issue(per_round)
+            minimal_s += minimal.issue(per_round)
+            shaped_s += shaped.issue(per_round)
     finally:
-        bare.close()
-    return per_round * rounds / service_s, per_round * rounds / bare_s
+        minimal.close()
+        shaped.close()
+    n = per_round * rounds
+    return n / service_s, n / minimal_s, n / shaped_s
 
 
 def _store_chain(length: int) -> Any:
@@ -225,7 +242,7 @@ def main() -> str | None:
 
         base_name = connection.settings_dict["NAME"]
         connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_{base_name}"
-        old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+        old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
         try:
             signing_key_create()
             _, private_key = signing.active_signer()
@@ -237,11 +254,14 @@ def main() -> str | None:
                 "dbname": connection.settings_dict["NAME"],
             }
             dsn = {k: v for k, v in dsn.items() if v is not None}
-            service_rate, bare_rate = _issue_rates(dsn, private_key.seed, ISSUE_COUNT)
+            service_rate, minimal_rate, shaped_rate = _issue_rates(dsn, private_key.seed, ISSUE_COUNT)
             lines = [
-                f"(a) receipt_issue: {service_rate:,.0f} receipts/s; bare pipeline: {bare_rate:,.0f} receipts/s; "
-                f"ratio {service_rate / bare_rate:.2f} (target >= 0.5) over {ISSUE_COUNT} receipts each, "
-                "in alternating rounds",
+                f"(a) receipt_issue: {service_rate:,.0f} receipts/s over {ISSUE_COUNT} receipts, in rounds alternating "
+                "with the bare pipeline (target ratio >= 0.5):",
+                f"    bare, same row into a receipts-shaped table: {shaped_rate:,.0f} receipts/s; "
+                f"ratio {service_rate / shaped_rate:.2f}",
+                f"    bare, minimal table (primary key + unique (verification, seq)): {minimal_rate:,.0f} receipts/s; "
+                f"ratio {service_rate / minimal_rate:.2f}",
             ]
             verification = _store_chain(CHAIN_LENGTH)
             # Best of three for both sides: the machine's other load is noise, not cost.

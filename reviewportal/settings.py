@@ -67,6 +67,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from our own static files (no CDN)
     "verification.apps.VerificationConfig",
     "reviewportal.apps.PortalConfig",
 ]
@@ -140,6 +142,60 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # under runserver and gunicorn alike.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- the JSON API (verification/api/, README: API) ---------------------------------------------------------------
+#: The largest request body the API reads; a larger one is refused with 413 payload-too-large before it is read.
+REVIEWPORTAL_API_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: The largest evidence item sent inline as base64 (decoded bytes), in POST /v1/evidence and /v1/verifications.
+REVIEWPORTAL_API_MAX_INLINE_EVIDENCE_BYTES = 1024 * 1024
+#: Django's own limit for the bodies it reads itself (forms, request.body), kept in line with the API's.
+DATA_UPLOAD_MAX_MEMORY_SIZE = REVIEWPORTAL_API_MAX_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "verification.api.authentication.BearerTokenAuthentication",
+        "verification.api.authentication.PortalSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["verification.api.permissions.HasScope"],
+    "DEFAULT_PARSER_CLASSES": ["verification.api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "verification.api.parsers.JsonOnly",
+    "EXCEPTION_HANDLER": "verification.api.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": [],
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Review portal API",
+    "DESCRIPTION": (
+        "Register rubrics, report claims, links, manifests and baselines, admit evidence, submit work for "
+        "verification and fetch signed results. Authenticate with `Authorization: Bearer rpt_...`; every error is "
+        '`{"error": {"code", "message", "details"}}` with a registered reason code.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "VerdictEnum": "verification.api.serializers.RESULT_VERDICTS",
+        "ImportedVerdictEnum": "verification.api.serializers.IMPORTED_VERDICTS",
+        "DeterminationEnum": "verification.api.serializers.DETERMINATIONS",
+        "StatusEnum": "verification.api.serializers.STATUSES",
+        "TrustTierEnum": "verification.api.serializers.TRUST_TIERS",
+        "EvidenceTypeEnum": "verification.api.serializers.EVIDENCE_TYPES",
+        "MutabilityEnum": "verification.api.serializers.MUTABILITIES",
+        "CriterionKindEnum": "verification.api.serializers.CRITERION_KINDS",
+        "SemanticOutcomeEnum": "verification.api.serializers.SEMANTIC_OUTCOMES",
+        "EventKindEnum": "verification.api.serializers.EVENT_KINDS",
+    },
+    "PREPROCESSING_HOOKS": ["verification.api.schema.only_the_api"],
+}
 
 # --- Celery ----------------------------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")

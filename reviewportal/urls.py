@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from reviewportal import views
+from verification.api import urls as api_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,4 +15,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),  # POST only (Django 5)
     # the well-known key endpoints and /v1/verifications/<id>/proof[/envelope] (verification/urls.py)
     path("", include("verification.urls")),
+    # the JSON API under /v1/, its schema at /api/schema/ and docs at /api/docs/ (verification/api/urls.py)
+    path("", include("verification.api.urls")),
+    # anything else under /v1/: the API's JSON 404
+    *api_urls.fallback_patterns,
 ]

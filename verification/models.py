@@ -15,6 +15,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.signals import post_migrate
 from django.utils import timezone
 
 from verification import db_guards
@@ -32,9 +33,55 @@ class Verification(models.Model):
     submission_hash = models.CharField(max_length=HEX64_MAX)
     created_at = models.DateTimeField(default=timezone.now)
 
+    # --- the subject and the submission (issue 4 §1; SPEC §1). Nullable: the receipts tests build bare rows. -----
+    task = models.ForeignKey("Task", on_delete=models.PROTECT, null=True, blank=True, related_name="verifications")
+    cycle = models.PositiveIntegerField(null=True, blank=True)  # the task's cycle when it was submitted
+    rubric = models.ForeignKey(  # the cycle's accepted contract at submission; None: no accepted contract
+        "Rubric", on_delete=models.PROTECT, null=True, blank=True, related_name="verifications"
+    )
+    submitted_by = models.ForeignKey(
+        "Actor", on_delete=models.PROTECT, null=True, blank=True, related_name="verifications_submitted"
+    )
+    submitted_boundary = models.CharField(max_length=200, blank=True, default="")  # the token's boundary
+    body = models.JSONField(default=dict, blank=True)  # the submission minus transport fields and inline bytes
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    submitted_at = models.DateTimeField(default=timezone.now)  # PENDING deadlines run from here (SPEC §2)
+    supersedes = models.ForeignKey(  # the previous verification of the same subject (SPEC §7: a re-run)
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
+    awaiting_evidence = models.BooleanField(default=False)
+
+    # --- operational state of the run (SPEC §3 lifecycle, derived when read: selectors.verification_status) ------
+    attempts = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)  # the latest attempt began
+    last_error = models.TextField(blank=True, default="")
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    # --- query caches of the chain head's signed outcome, as issued (not as read: PENDING expires when read).
+    # The receipt is the truth; these columns only let lists and the review queue filter without parsing envelopes.
+    # ``services.verifications`` updates them in the same transaction that appends a receipt.
+    verdict = models.CharField(max_length=16, null=True, blank=True, db_index=True)
+    determination = models.CharField(max_length=32, null=True, blank=True, db_index=True)
+    flagged = models.BooleanField(default=False, db_index=True)
+    flag_reason = models.CharField(max_length=200, null=True, blank=True)
+    reason = models.CharField(max_length=64, null=True, blank=True, db_index=True)
+    human_decided = models.BooleanField(default=False, db_index=True)
+    pending_until = models.DateTimeField(null=True, blank=True)  # the earliest PENDING deadline of the head
+    automated_verdict = models.CharField(max_length=16, null=True, blank=True)  # of the latest run/result receipt
+    evidence_key = models.CharField(max_length=HEX64_MAX, blank=True, default="", db_index=True)  # sha256 of digests
+
     class Meta:
         ordering = ("-created_at",)
+        indexes = [
+            models.Index(fields=["task", "cycle"], name="verification_subject_idx"),
+            models.Index(fields=["created_at", "id"], name="verification_keyset_idx"),
+        ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="verification_idempotency_key_per_actor",
+            ),
             models.CheckConstraint(
                 condition=Q(rubric_hash__regex=r"^[0-9a-f]{64}$"), name="verification_rubric_hash_hex64"
             ),
@@ -179,6 +226,424 @@ class PinEntry(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.action} {self.key_id} {self.purpose or ''} by {self.actor_label}".strip()
+
+
+# === Actors, tokens, tasks, evidence, findings and events (issue 4 §1; SPEC §1, §4, §10) ===========================
+# Every fact about who did what is recorded from authentication (the token's actor and boundary), never from a body.
+
+
+class ActorKind(models.TextChoices):
+    """The kernel's ``ActorKind`` (SPEC §1), as database choices."""
+
+    AGENT = "agent", "agent"
+    SERVICE = "service", "service"
+    COLLECTOR = "collector", "collector"
+    SEMANTIC_WORKER = "semantic_worker", "semantic worker"
+    EXTERNAL_VERIFIER = "external_verifier", "external verifier"
+    CONTRACT_OWNER = "contract_owner", "contract owner"
+    HUMAN = "human", "human"
+
+
+class Actor(models.Model):
+    """An authenticated actor (SPEC §1). A portal user is exactly one human actor (``user``); machines hold tokens.
+
+    The actor's execution boundaries are those named by its tokens (``ApiToken.boundary``).
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=32, choices=ActorKind.choices)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="actor"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("name",)
+        constraints = [
+            models.CheckConstraint(condition=Q(user__isnull=True) | Q(kind="human"), name="actor_user_is_human"),
+            models.CheckConstraint(condition=~Q(name=""), name="actor_name_not_blank"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class ApiToken(models.Model):
+    """An API token: bound to one actor and the execution boundary its holder runs in, with scopes (SPEC §1).
+
+    Only the sha256 of the plaintext is stored; the plaintext is shown once, when issued. ``prefix`` is the start
+    of the plaintext, kept for display so a person can tell tokens apart.
+    """
+
+    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="tokens")
+    boundary = models.CharField(max_length=200)
+    scopes = models.JSONField(default=list)
+    token_hash = models.CharField(max_length=HEX64_MAX, unique=True)
+    prefix = models.CharField(max_length=16)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ("created_at", "id")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(token_hash__regex=r"^[0-9a-f]{64}$"), name="apitoken_hash_hex64"  # noqa: S106
+            ),
+            models.CheckConstraint(condition=~Q(boundary=""), name="apitoken_boundary_not_blank"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… of {self.actor_id} in {self.boundary}"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Rubric(models.Model):
+    """A registered rubric (SPEC §5), referenced by ``rubric_hash`` (sha256 hex of its canonical JSON).
+
+    ``document`` is the canonical JSON text that was hashed; ``witnesses`` the falsifiability witnesses the
+    registrar ran (one per ``digest`` obligation).
+    """
+
+    rubric_hash = models.CharField(primary_key=True, max_length=HEX64_MAX)
+    name = models.CharField(max_length=200)
+    document = models.TextField()
+    witnesses = models.JSONField(default=list)
+    registered_by = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("created_at",)
+        constraints = [
+            models.CheckConstraint(condition=Q(rubric_hash__regex=r"^[0-9a-f]{64}$"), name="rubric_hash_hex64"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.rubric_hash[:12]})"
+
+
+class Task(models.Model):
+    """A task: the subject of verifications, together with its current cycle (SPEC §1)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    title = models.CharField(max_length=300)
+    external_ref = models.CharField(max_length=300, blank=True, default="")
+    created_by = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"task {self.id}: {self.title}"
+
+
+class TaskCycle(models.Model):
+    """One cycle of a task. The current cycle is the highest number; reopening adds one (SPEC §1)."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="cycles")
+    number = models.PositiveIntegerField()
+    opened_at = models.DateTimeField(default=timezone.now)
+    opened_by = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ("task", "number")
+        constraints = [models.UniqueConstraint(fields=["task", "number"], name="taskcycle_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}@{self.number}"
+
+
+class Claim(models.Model):
+    """A claim of a task in one cycle, reported by the claiming actor's own token (SPEC §1)."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="claims")
+    cycle = models.PositiveIntegerField()
+    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="claims")
+    boundary = models.CharField(max_length=200)  # the claiming token's boundary
+    claimed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("claimed_at", "id")
+        indexes = [models.Index(fields=["task", "cycle"], name="claim_task_cycle_idx")]
+
+    def __str__(self) -> str:
+        return f"claim of {self.task_id}@{self.cycle} by {self.actor_id}"
+
+
+class Link(models.Model):
+    """A commit anchoring the work of a task, with its committing actor, as reported by a collector (SPEC §1, rail 2).
+
+    ``committing_actor`` None: the reported name is not an actor we know, so the committer is unnamed.
+    """
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="links")
+    commit_id = models.CharField(max_length=200)
+    committing_actor = models.ForeignKey(
+        Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="commits"
+    )
+    committing_actor_name = models.CharField(max_length=200, blank=True, default="")  # as reported
+    reported_by = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    reported_boundary = models.CharField(max_length=200)
+    superseded = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("created_at", "id")
+
+    def __str__(self) -> str:
+        return f"link {self.commit_id} of {self.task_id}"
+
+
+class ContractAcceptance(models.Model):
+    """A registered rubric accepted as the contract of one cycle (SPEC §1). The latest acceptance of a cycle counts."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="contracts")
+    cycle = models.PositiveIntegerField()
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="acceptances")
+    accepted_by = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    accepted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("accepted_at", "id")
+        indexes = [models.Index(fields=["task", "cycle"], name="contract_task_cycle_idx")]
+
+    def __str__(self) -> str:
+        return f"contract {self.rubric_id[:12]} for {self.task_id}@{self.cycle}"
+
+
+class Evidence(models.Model):
+    """An evidence item: bytes in the content-addressed store (``verification.storage``) and its recorded facts.
+
+    The six axes (SPEC §4): ``evidence_type``, ``admission_source`` and ``mutability`` are stored; independence,
+    freshness and accessibility are computed when read from the recorded structure (admitting actor, boundary,
+    custody; ``collected_at``/``max_age_seconds``/``expires_at``; the store and ``redacted_at``). ``trust_tier`` is
+    the server's derivation at admission; a run derives it again against its own producer.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    digest = models.CharField(max_length=71, db_index=True)  # sha256:<hex>, recorded at admission
+    size = models.PositiveBigIntegerField()
+    media_type = models.CharField(max_length=200, default="application/octet-stream")
+    evidence_type = models.CharField(max_length=16, default="artifact")
+    admission_source = models.CharField(max_length=16)
+    mutability = models.CharField(max_length=16, default="immutable")
+    collected_at = models.DateTimeField(null=True, blank=True)
+    max_age_seconds = models.PositiveIntegerField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    custody = models.CharField(max_length=300, blank=True, default="")
+    admitted_by = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="evidence_admitted")
+    admitted_boundary = models.CharField(max_length=200, blank=True, default="")
+    admitted_at = models.DateTimeField(default=timezone.now)
+    source_key_id = models.CharField(max_length=32, blank=True, default="")
+    source_signature = models.TextField(blank=True, default="")  # standard base64 of the detached signature
+    source_verified = models.BooleanField(default=False)
+    trust_tier = models.CharField(max_length=32)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    redaction_reason = models.TextField(blank=True, default="")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, null=True, blank=True, related_name="evidence")
+
+    class Meta:
+        ordering = ("admitted_at", "id")
+        verbose_name_plural = "evidence"
+        constraints = [
+            models.CheckConstraint(condition=Q(digest__regex=r"^sha256:[0-9a-f]{64}$"), name="evidence_digest_form"),
+        ]
+
+    def __str__(self) -> str:
+        return f"evidence {self.id} ({self.digest[:19]})"
+
+
+class ChangeManifest(models.Model):
+    """A change manifest (evidence) and who reported it, from authentication (SPEC §1, rail 4)."""
+
+    evidence = models.ForeignKey(Evidence, on_delete=models.PROTECT, related_name="manifests")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="manifests")
+    reported_by = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    reported_boundary = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("created_at", "id")
+
+    def __str__(self) -> str:
+        return f"manifest {self.evidence_id} of {self.task_id}"
+
+
+class Baseline(models.Model):
+    """A baseline captured by the capture step (SPEC §1, rail 5); ``capture_token`` is its HMAC under the server
+    secret over every other field (``kernel.criteria.mint_baseline_token``), so no caller can fake one."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="baselines")
+    cycle = models.PositiveIntegerField()
+    artifact_key = models.CharField(max_length=128)
+    digest = models.CharField(max_length=71)
+    captured_at = models.DateTimeField()
+    reporter = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    reporter_boundaries = models.JSONField(default=list)
+    reporter_is_collector = models.BooleanField()
+    capture_token = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ("captured_at", "id")
+        indexes = [models.Index(fields=["task", "cycle", "artifact_key"], name="baseline_lookup_idx")]
+
+    def __str__(self) -> str:
+        return f"baseline {self.artifact_key} of {self.task_id}@{self.cycle}"
+
+
+class FrozenCase(models.Model):
+    """A frozen evaluation case of a task: a semantic judgment is grounded only when bound to one (SPEC §6)."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="frozen_cases")
+    digest = models.CharField(max_length=71)
+    content = models.TextField()
+    frozen_at = models.DateTimeField(default=timezone.now)
+    frozen_by = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ("frozen_at", "id")
+        constraints = [models.UniqueConstraint(fields=["task", "digest"], name="frozencase_unique_digest")]
+
+    def __str__(self) -> str:
+        return f"case {self.digest[:19]} of {self.task_id}"
+
+
+class VerificationEvidence(models.Model):
+    """Evidence bound to a symbol of one verification's submission."""
+
+    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="bindings")
+    symbol = models.CharField(max_length=128)
+    evidence = models.ForeignKey(Evidence, on_delete=models.PROTECT, related_name="bindings")
+    as_manifest = models.BooleanField(default=False)  # the submitter bound it as its own change manifest
+
+    class Meta:
+        ordering = ("verification", "symbol")
+        constraints = [
+            models.UniqueConstraint(fields=["verification", "symbol"], name="verificationevidence_unique_symbol")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.symbol} = {self.evidence_id}"
+
+
+class ArrivedResult(models.Model):
+    """A semantic judgment or imported result that arrived for one criterion of a verification.
+
+    ``actor`` and ``boundary`` come from the delivering token; the authority is assigned from the actor's kind when
+    the run reads it (SPEC §1), so nothing in ``body`` (e.g. a claimed ``authority``) decides anything.
+    """
+
+    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="arrived_results")
+    criterion_id = models.CharField(max_length=128)
+    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    boundary = models.CharField(max_length=200)
+    body = models.JSONField(default=dict)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("received_at", "id")
+        constraints = [
+            models.UniqueConstraint(fields=["verification", "criterion_id"], name="arrivedresult_one_per_criterion")
+        ]
+
+    def __str__(self) -> str:
+        return f"result for {self.criterion_id} of {self.verification_id}"
+
+
+class Finding(AppendOnlyModel):
+    """What the system noticed and a person must look at (SPEC §10). Append-only; its state is its events'.
+
+    ``dedupe_key`` (sha256 of kind and refs) makes raising the same finding twice a no-op.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=32, db_index=True)
+    reason = models.CharField(max_length=64)
+    subject = models.CharField(max_length=200, blank=True, default="")
+    verification = models.ForeignKey(
+        Verification, on_delete=models.PROTECT, null=True, blank=True, related_name="findings"
+    )
+    evidence = models.ForeignKey(Evidence, on_delete=models.PROTECT, null=True, blank=True, related_name="findings")
+    refs = models.JSONField(default=list)
+    receipt_refs = models.JSONField(default=list)
+    detail = models.TextField(blank=True, default="")
+    dedupe_key = models.CharField(max_length=HEX64_MAX, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.kind} finding {self.id}"
+
+
+class FindingAction(models.TextChoices):
+    RAISED = "raised", "raised"
+    ACKNOWLEDGED = "acknowledged", "acknowledged"
+    CLOSED = "closed", "closed"
+
+
+class FindingEvent(AppendOnlyModel):
+    """One step in a finding's life: raised (by the portal), acknowledged or closed (by a person, with a rationale)."""
+
+    id = models.BigAutoField(primary_key=True)
+    finding = models.ForeignKey(Finding, on_delete=models.PROTECT, related_name="events")
+    action = models.CharField(max_length=16, choices=FindingAction.choices)
+    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    rationale = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.action} finding {self.finding_id}"
+
+
+class Event(AppendOnlyModel):
+    """The ordered feed of state changes (``GET /v1/events?after=``); ``id`` is the cursor.
+
+    Inserts are serialized to commit in id order (``services.events.event_emit``), so a reader never sees a later
+    id before an earlier one.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=64, db_index=True)
+    verification = models.ForeignKey(
+        Verification, on_delete=models.PROTECT, null=True, blank=True, related_name="events"
+    )
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"event {self.id} {self.kind}"
+
+
+#: The append-only tables of this block; their database guards are installed by migration 0004 and re-checked
+#: after every migrate (``_reinstall_guards``), like the receipts' (``db_guards.APPEND_ONLY_TABLES``).
+APPEND_ONLY_RECORD_TABLES = ("verification_finding", "verification_findingevent", "verification_event")
+
+
+def _reinstall_guards(sender: object, using: str = "default", **kwargs: object) -> None:
+    from django.db import connections
+
+    if getattr(sender, "label", None) == "verification":
+        db_guards.install_guards(connections[using], APPEND_ONLY_RECORD_TABLES)
+
+
+post_migrate.connect(_reinstall_guards, dispatch_uid="verification.models.append_only_records")
 
 
 # SQLite needs the purge function on every connection, and the triggers re-checked after each migrate.

@@ -1,7 +1,8 @@
 """Proof endpoints (SPEC §7): the proof document and the head envelope of a verification.
 
-Authenticated. Until API tokens arrive (the API issue), access is a Django session of a staff user or a member of
-the admin group. Errors are JSON ``{"error": {"code", "message", "details"}}`` with a registry code.
+Authenticated: an API token with the ``verifications:read`` scope (``Authorization: Bearer rpt_...``, checked by
+``verification.api.authentication``), or a Django session of a staff user or a member of the admin group. Errors are
+JSON ``{"error": {"code", "message", "details"}}`` with a registry code.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from verification.selectors import head_of, proof_for, verification_get
 #: reviewportal.roles.ADMIN (the verification app does not import the portal).
 ADMIN_GROUP = "admin"
 NO_STORE = "private, no-store"
+#: The scope an API token needs to read proofs (the API's read scope).
+PROOF_SCOPE = "verifications:read"
 
 
 def error_response(status: int, code: Reason, message: str = "", details: dict[str, Any] | None = None) -> JsonResponse:
@@ -34,12 +37,43 @@ def _may_read_proofs(user: Any) -> bool:
     return bool(user.groups.filter(name=ADMIN_GROUP).exists())
 
 
+def _unauthenticated(message: str = "") -> JsonResponse:
+    from verification.api.errors import WWW_AUTHENTICATE
+
+    response = error_response(401, Reason.NOT_AUTHENTICATED, message)
+    response["WWW-Authenticate"] = WWW_AUTHENTICATE  # RFC 9110: a 401 names its challenge
+    return response
+
+
+def _token_refusal(request: HttpRequest) -> JsonResponse | None:
+    """An API token (``Authorization: Bearer``) must hold ``verifications:read``: None when it does (SPEC §1)."""
+    from verification.api.authentication import authenticate_bearer
+    from verification.api.errors import ApiError, message_for
+
+    try:
+        found = authenticate_bearer(request)
+    except ApiError as exc:
+        return _unauthenticated(message_for(exc.reason, exc.text))
+    if found is None:
+        return _unauthenticated()
+    if not found[1].has_scope(PROOF_SCOPE):
+        return error_response(403, Reason.SCOPE_DENIED, details={"required_scope": PROOF_SCOPE})
+    return None
+
+
 def _verification_for(request: HttpRequest, verification_id: str) -> Verification | JsonResponse:
-    """The access helper: 401 anonymous, 403 without the role, 404 unknown; else the verification."""
+    """The access helper: 401 anonymous, 403 without the role or scope, 404 unknown; else the verification.
+
+    A bearer token is checked first (scope ``verifications:read``); otherwise the staff session as before.
+    """
     user = request.user
-    if not user.is_authenticated or not user.is_active:
-        return error_response(401, Reason.NOT_AUTHENTICATED)
-    if not _may_read_proofs(user):
+    if request.META.get("HTTP_AUTHORIZATION"):
+        refused = _token_refusal(request)
+        if refused is not None:
+            return refused
+    elif not user.is_authenticated or not user.is_active:
+        return _unauthenticated()
+    elif not _may_read_proofs(user):
         return error_response(403, Reason.PERMISSION_DENIED)
     verification = verification_get(verification_id)
     if verification is None:

@@ -72,3 +72,49 @@ def test_the_database_refuses_a_second_receipt_at_the_same_seq(chain: tuple[Any,
     with pytest.raises(IntegrityError), transaction.atomic():
         duplicate.save()
     assert Receipt.objects.filter(verification=verification).count() == 3
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_append_that_waited_for_the_lock_sees_the_receipt_committed_meanwhile(
+    signing_key: Any, make_verification: Any
+) -> None:
+    """The head is read after the lock is granted, by a statement with its own snapshot (never a stale head)."""
+    verification = make_verification()
+    first_inside = threading.Event()
+    release_first = threading.Event()
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                results["first"] = receipt_issue(verification=verification, kind="run", payload={"n": 1})
+                first_inside.set()
+                release_first.wait(timeout=30)  # hold the row lock while the second append waits for it
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            results["first_error"] = exc
+        finally:
+            first_inside.set()
+            connection.close()
+
+    def second() -> None:
+        try:
+            results["second"] = receipt_issue(verification=verification, kind="run", payload={"n": 2})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            results["second_error"] = exc
+        finally:
+            connection.close()
+
+    one = threading.Thread(target=first)
+    one.start()
+    assert first_inside.wait(timeout=30)
+    two = threading.Thread(target=second)
+    two.start()
+    two.join(timeout=0.5)
+    assert two.is_alive(), "the second append must wait for the first one's lock"
+    release_first.set()
+    one.join(timeout=30)
+    two.join(timeout=30)
+    assert "first_error" not in results and "second_error" not in results, results
+    assert results["second"].seq == 1
+    assert results["second"].prev_hash == results["first"].content_hash

@@ -119,6 +119,21 @@ class Reason(StrEnum):
     NOT_FOUND = "not-found"
     NOT_AUTHENTICATED = "not-authenticated"
     PERMISSION_DENIED = "permission-denied"
+    # --- the JSON API (issue 4 §3): transport-level refusals ------------------------------------------
+    SCOPE_DENIED = "scope-denied"
+    INVALID_REQUEST = "invalid-request"
+    UNKNOWN_FIELD = "unknown-field"
+    BAD_BASE64 = "bad-base64"
+    PAYLOAD_TOO_LARGE = "payload-too-large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported-media-type"
+    METHOD_NOT_ALLOWED = "method-not-allowed"
+    INTERNAL_ERROR = "internal-error"
+    # --- records and services (issue 4 §1, §2) -------------------------------------------------------
+    IDEMPOTENCY_CONFLICT = "idempotency-conflict"
+    ACTOR_NAME_TAKEN = "actor-name-taken"
+    UNKNOWN_SCOPE = "unknown-scope"
+    NOT_AWAITING_EVIDENCE = "not-awaiting-evidence"
+    RUN_FAILED = "run-failed"
 
     # --- anti-gaming rails (§9) ------------------------------------------------------------------
     WORKER_SELF_VERIFICATION = "worker-self-verification"
@@ -228,6 +243,19 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.NOT_FOUND: "No such record, or you may not know it exists.",
     Reason.NOT_AUTHENTICATED: "Sign in (or present credentials) first.",
     Reason.PERMISSION_DENIED: "You are signed in but may not do this.",
+    Reason.SCOPE_DENIED: "The API token lacks the scope this endpoint needs.",
+    Reason.INVALID_REQUEST: "The request is well-formed JSON but a field is missing, of the wrong type or out of range.",
+    Reason.UNKNOWN_FIELD: "The request names a field this endpoint does not accept.",
+    Reason.BAD_BASE64: "A field that must hold standard base64 does not.",
+    Reason.PAYLOAD_TOO_LARGE: "The request body or an inline evidence item is larger than the documented limit.",
+    Reason.UNSUPPORTED_MEDIA_TYPE: "The request body must be sent as application/json.",
+    Reason.METHOD_NOT_ALLOWED: "This endpoint does not accept that HTTP method.",
+    Reason.INTERNAL_ERROR: "The server failed unexpectedly; the failure was logged.",
+    Reason.IDEMPOTENCY_CONFLICT: "This Idempotency-Key was already used by this actor for a different request body.",
+    Reason.ACTOR_NAME_TAKEN: "Another actor already has this name.",
+    Reason.UNKNOWN_SCOPE: "A token scope that does not exist was requested.",
+    Reason.NOT_AWAITING_EVIDENCE: "This verification is not waiting for more evidence (it met its contract or was superseded).",
+    Reason.RUN_FAILED: "The run failed operationally after its last attempt; it has no determination and no receipt.",
     Reason.WORKER_SELF_VERIFICATION: "An actor who claimed the task in this cycle cannot verify it.",
     Reason.UNNAMED_ACTOR: "An actor without an authenticated identity never counts as distinct.",
     Reason.STALE_CYCLE: "An approval from an earlier cycle does not count after a reopen.",

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from verification import signing
+from verification.db_guards import AppendOnlyError
 from verification.kernel.chain import content_hash_of, is_hex_hash, sign_entry
 from verification.kernel.errors import InvariantError
 from verification.kernel.reasons import Reason
@@ -64,6 +65,16 @@ class _Locked:
     submission_hash: str
 
 
+def _multi_statement(cursor: Any) -> bool:
+    """True when one execute may carry two statements: PostgreSQL through psycopg's client-side binding cursor
+    (Django's default; ``server_side_binding`` turns it off, and SQLite never allows it)."""
+    if connection.vendor != "postgresql":
+        return False
+    import psycopg
+
+    return isinstance(getattr(cursor, "cursor", None), psycopg.ClientCursor)
+
+
 def _lock_chain(verification_pk: uuid.UUID) -> tuple[_Locked, str, int, str | None]:
     """Lock the chain and read its head and the active key: ``(verification, key_id, next seq, prev_hash)``.
 
@@ -75,22 +86,27 @@ def _lock_chain(verification_pk: uuid.UUID) -> tuple[_Locked, str, int, str | No
     """
     quote = connection.ops.quote_name
     verifications, receipts, keys = (quote(m._meta.db_table) for m in (Verification, Receipt, SigningKey))
-    pk = Verification._meta.pk.get_db_prep_value(verification_pk, connection)  # type: ignore[union-attr]
+    pk = Verification._meta.get_field("id").get_db_prep_value(verification_pk, connection)
     for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    head = f"FROM {receipts} WHERE verification_id = %s ORDER BY seq DESC LIMIT 1"
+    lock_sql = f"SELECT rubric_hash, submission_hash FROM {verifications} WHERE id = %s{for_update}"  # noqa: S608
+    state_sql = f"SELECT key_id, (SELECT seq {head}), (SELECT content_hash {head}) FROM {keys} WHERE status = %s"  # noqa: S608
+    active = SigningKey.Status.ACTIVE.value
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT rubric_hash, submission_hash FROM {verifications} WHERE id = %s{for_update}",  # noqa: S608
-            [pk],
-        )
-        found = cursor.fetchone()
-        if found is None:
-            raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
-        head = f"FROM {receipts} WHERE verification_id = %s ORDER BY seq DESC LIMIT 1"
-        cursor.execute(
-            f"SELECT key_id, (SELECT seq {head}), (SELECT content_hash {head}) FROM {keys} WHERE status = %s",  # noqa: S608
-            [pk, pk, SigningKey.Status.ACTIVE.value],
-        )
-        state = cursor.fetchone()
+        if _multi_statement(cursor):
+            # One round trip, still two statements: PostgreSQL runs each statement of a multi-statement query with
+            # its own snapshot under READ COMMITTED, taken when the statement starts, so after the lock is held.
+            cursor.execute(f"{lock_sql}; {state_sql}", [pk, pk, pk, active])
+            found = cursor.fetchone()
+            cursor.nextset()
+            state = cursor.fetchone()
+        else:
+            cursor.execute(lock_sql, [pk])
+            found = cursor.fetchone()
+            cursor.execute(state_sql, [pk, pk, active])
+            state = cursor.fetchone()
+    if found is None:
+        raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
     if state is None:
         raise SigningKeyUnavailable("no active signing key")
     key_id, head_seq, head_hash = state
@@ -154,5 +170,25 @@ def receipt_issue(
         supersedes_receipt=superseded,
         **indexed,
     )
-    receipt.save()
+    _insert(receipt)
     return receipt
+
+
+def _insert(receipt: Receipt) -> None:
+    """One INSERT of a new receipt, never an UPDATE (SPEC §7: append-only).
+
+    Equivalent to ``receipt.save()`` (``AppendOnlyModel.save`` forces an insert) with each value prepared by its own
+    model field, but without the ORM's per-call query building: this is the hot path of every verdict.
+    """
+    if not receipt._state.adding:  # pragma: no cover - receipt_issue only builds new receipts
+        raise AppendOnlyError("a stored receipt cannot be inserted again")
+    fields = Receipt._meta.concrete_fields
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(str(f.column)) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    values = [f.get_db_prep_save(getattr(receipt, f.attname), connection) for f in fields]
+    sql = f"INSERT INTO {quote(Receipt._meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+    receipt._state.adding = False
+    receipt._state.db = connection.alias

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.core.management.commands.flush import Command as FlushCommand
@@ -19,7 +20,7 @@ from verification import db_guards
 
 
 class Command(FlushCommand):
-    help = FlushCommand.help + " Refused outside the test suite when receipts or pin-log entries exist."
+    help = FlushCommand.help + " Refused outside the test suite when append-only records exist."
 
     def handle(self, **options: Any) -> None:
         connection = connections[options.get("database") or DEFAULT_DB_ALIAS]
@@ -27,7 +28,7 @@ class Command(FlushCommand):
             held = _append_only_rows(connection)
             if held:
                 raise CommandError(
-                    f"append-only: refusing to flush {', '.join(held)}; receipts and pin-log entries are never "
+                    f"append-only: refusing to flush {', '.join(held)}; append-only records are never "
                     "deleted (drop the whole database instead if you truly mean to start over)"
                 )
             super().handle(**options)
@@ -38,11 +39,16 @@ class Command(FlushCommand):
             super().handle(**options)
 
 
+def _append_only_tables() -> list[str]:
+    """Every append-only table: the tables of all ``AppendOnlyModel`` models (receipts, the pin log, and later ones)."""
+    return sorted(m._meta.db_table for m in apps.get_models() if issubclass(m, db_guards.AppendOnlyModel))
+
+
 def _append_only_rows(connection: Any) -> list[str]:
     existing = set(connection.introspection.table_names())
     held = []
     with connection.cursor() as cursor:
-        for table in db_guards.APPEND_ONLY_TABLES:
+        for table in _append_only_tables():
             if table in existing:
                 cursor.execute(f"SELECT 1 FROM {connection.ops.quote_name(table)} LIMIT 1")  # noqa: S608 - fixed names
                 if cursor.fetchone() is not None:

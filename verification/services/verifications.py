@@ -1,0 +1,1179 @@
+"""Submitting and running verifications (issue 4 §1–§2; SPEC §1–§7, §9, §10).
+
+``verification_submit`` records a submission against its subject (the task and its current cycle) and that cycle's
+accepted contract, then enqueues ``verification_run`` (Celery; eager without a broker). ``verification_run`` loads
+the stored facts, builds the kernel's records, calls ``kernel.evaluation.evaluate_run`` and issues receipt seq 0
+(kind ``run``). ``result_deliver`` accepts a result that a PENDING criterion awaits and appends a ``result``
+receipt superseding the head. Every rule is the kernel's; this module only gathers facts and stores outcomes.
+
+The submission body (the request body as received; the API validated its shape, these services check it again)::
+
+    {
+      "task": "<task id>",                       # optional here; must name ``task`` when present
+      "evidence": [                              # each binds an item to a symbol the rubric's criteria name
+        {"symbol": "notes", "evidence_id": "<uuid from POST /v1/evidence>"},
+        {"symbol": "log", "content_base64": "<standard base64>", "media_type": "text/plain",
+         "evidence_type": "artifact", "collected_at": "<RFC 3339>", "max_age_seconds": 3600,
+         "expires_at": "<RFC 3339>", "as_manifest": false}
+      ],
+      "judgments": [                             # semantic workers' tokens only (SPEC §6)
+        {"criterion": "tests-green", "outcome": "cited_support", "typed_predicate": "...", "case_digest": "sha256:…",
+         "citations": [{"evidence_id", "start", "end", "quote", "quote_hash"}], "rationale": "..."}
+      ],
+      "results": [                               # external verifiers' tokens only; never PASS-capable
+        {"criterion": "ext-scan", "verdict": "FAIL", "detail": "...", "evidence": ["log"], "authority": "..."}
+      ],
+      "wait_ms": 0                               # transport only: not stored, not hashed
+    }
+
+``submission_hash`` = sha256 hex of the RFC 8785 bytes of that body without ``wait_ms``, where each
+``content_base64`` value is replaced by ``sha256:<hex>`` of the decoded bytes. A body ``authority`` is kept only as
+the submitter's claim: the authority of every result is assigned from the token's actor kind (SPEC §1).
+
+The *producer* of a verification (the actor whose work it is, for rails 3–5) is the submitter when it claimed the
+task in this cycle or nobody did; otherwise the cycle's first claimant.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from verification import storage
+from verification.errors import ServiceError
+from verification.kernel import actors as kactors
+from verification.kernel.canonical import canonicalize, loads_strict
+from verification.kernel.chain import format_created_at
+from verification.kernel.contracts import first_claim_at, subject_key
+from verification.kernel.criteria import Baseline as KernelBaseline
+from verification.kernel.criteria import Criterion, CriterionKind, RegisteredRubric, is_authoritative
+from verification.kernel.digests import sha256_digest
+from verification.kernel.errors import InvariantError, KernelError
+from verification.kernel.evaluation import (
+    ArrivedResult as KernelArrived,
+)
+from verification.kernel.evaluation import (
+    BoundEvidence,
+    RunContext,
+    RunResult,
+    evaluate_run,
+    outcome_payload,
+    read_outcome,
+    result_may_arrive,
+)
+from verification.kernel.evidence import (
+    Accessibility,
+    Citation,
+    EvidenceFacts,
+    artifact_text,
+    assess_independence,
+)
+from verification.kernel.expressions import is_symbol
+from verification.kernel.findings import (
+    VerificationRecord,
+    detect_disagreements,
+    disagreement_finding,
+    evidence_integrity_findings,
+)
+from verification.kernel.integrity import StoredItem
+from verification.kernel.rails import ChangeManifest as KernelManifest
+from verification.kernel.rails import Link as KernelLink
+from verification.kernel.rails import check_change_manifest
+from verification.kernel.reasons import Reason
+from verification.kernel.semantic import parse_judgment, route
+from verification.kernel.verdicts import Authority, Check, Verdict
+from verification.models import (
+    Actor,
+    ActorKind,
+    ApiToken,
+    ArrivedResult,
+    Baseline,
+    ChangeManifest,
+    Claim,
+    Evidence,
+    FrozenCase,
+    Link,
+    Receipt,
+    ReceiptKind,
+    Task,
+    Verification,
+    VerificationEvidence,
+)
+from verification.selectors import contract_of, current_cycle, evidence_get, head_of, kernel_claims, rubric_criteria
+from verification.services import NotFound, events
+from verification.services.actors import kernel_actor, portal_service_actor, require_token_of
+from verification.services.evidence import evidence_admit, tier_for
+from verification.services.findings import finding_raise
+from verification.services.receipts import receipt_issue
+from verification.services.tasks import baseline_secret
+
+logger = logging.getLogger(__name__)
+
+#: Inline evidence (``content_base64``) is at most this many decoded bytes per item; larger items go through
+#: ``POST /v1/evidence`` first. The API documents the same limit.
+MAX_INLINE_EVIDENCE_BYTES: Final = 1024 * 1024
+MAX_BINDINGS: Final = 64
+MAX_RESULTS: Final = 256
+MAX_IDEMPOTENCY_KEY: Final = 200
+MAX_DETAIL: Final = 500
+#: Attempts of an operational failure before the run is recorded as failed (SPEC §3).
+MAX_ATTEMPTS: Final = 3
+
+#: The rubric_hash of a verification whose cycle had no accepted contract when it was submitted (SPEC §1).
+NO_CONTRACT_HASH: Final = "0" * 64
+#: Without a contract there are no criteria to judge; one placeholder criterion carries the code so the outcome is
+#: UNKNOWN ``no-accepted-contract`` (the kernel answers it for every criterion when the contract is missing).
+NO_CONTRACT_CRITERION: Final = Criterion(id="contract", kind=CriterionKind.IMPORTED, description="no accepted contract")
+
+TRANSPORT_FIELDS: Final = frozenset({"wait_ms"})
+BODY_FIELDS: Final = frozenset({"task", "evidence", "judgments", "results", "wait_ms"})
+BINDING_FIELDS: Final = frozenset(
+    {"symbol", "evidence_id", "content_base64", "media_type", "evidence_type", "collected_at", "max_age_seconds",
+     "expires_at", "as_manifest"}
+)
+RESULT_FIELDS: Final = frozenset({"criterion", "verdict", "detail", "evidence", "authority"})
+IMPORTED_VERDICTS: Final = frozenset({Verdict.PASS, Verdict.FAIL, Verdict.UNKNOWN, Verdict.NOT_RUN})
+
+#: Test-only hook (honoured only under ``settings.TESTING``): ``<directory>:<seconds>``. A run of a verification
+#: whose idempotency key starts with ``slow-`` writes ``<directory>/<verification id>.<pid>`` and sleeps before
+#: signing, so a test can SIGKILL the worker's pool child in the middle of the task (tests/verification/test_worker).
+TESTING_SLOW_RUN_ENV: Final = "REVIEWPORTAL_TESTING_SLOW_RUN"
+TESTING_SLOW_KEY_PREFIX: Final = "slow-"
+
+
+def _invalid(detail: str, **details: Any) -> ServiceError:
+    return ServiceError(Reason.INVALID_REQUEST, detail, details=details)
+
+
+# --- parsing a submission --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Binding:
+    symbol: str
+    evidence_id: uuid.UUID | None = None
+    content: bytes | None = None
+    media_type: str = "text/plain"
+    evidence_type: str = "artifact"
+    collected_at: datetime | None = None
+    max_age_seconds: int | None = None
+    expires_at: datetime | None = None
+    as_manifest: bool = False
+
+
+@dataclass(frozen=True)
+class _Submission:
+    bindings: tuple[_Binding, ...]
+    judgments: tuple[tuple[str, Mapping[str, Any]], ...]
+    results: tuple[tuple[str, Mapping[str, Any]], ...]
+    stored_body: dict[str, Any]
+    submission_hash: str
+
+
+def _time(value: object, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid(f"{what} is an RFC 3339 time")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _invalid(f"{what} is not an RFC 3339 time") from None
+    if timezone.is_naive(parsed):
+        raise _invalid(f"{what} needs a UTC offset (e.g. Z)")
+    return parsed
+
+
+def _decode(text: object, index: int) -> bytes:
+    if not isinstance(text, str):
+        raise ServiceError(Reason.BAD_BASE64, f"evidence[{index}].content_base64 is a string")
+    if len(text) > (MAX_INLINE_EVIDENCE_BYTES * 4) // 3 + 4:
+        raise ServiceError(
+            Reason.PAYLOAD_TOO_LARGE, f"evidence[{index}] is over {MAX_INLINE_EVIDENCE_BYTES} bytes", status=413
+        )
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise ServiceError(Reason.BAD_BASE64, f"evidence[{index}].content_base64 is not standard base64") from None
+    if len(data) > MAX_INLINE_EVIDENCE_BYTES:
+        raise ServiceError(
+            Reason.PAYLOAD_TOO_LARGE, f"evidence[{index}] is over {MAX_INLINE_EVIDENCE_BYTES} bytes", status=413
+        )
+    return data
+
+
+def _unknown_fields(entry: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    unknown = sorted(str(k) for k in entry if k not in allowed)
+    if unknown:
+        raise ServiceError(Reason.UNKNOWN_FIELD, f"{where}: unknown fields {unknown}", details={"fields": unknown})
+
+
+def _parse_binding(entry: object, index: int) -> tuple[_Binding, dict[str, Any]]:
+    where = f"evidence[{index}]"
+    if not isinstance(entry, Mapping):
+        raise _invalid(f"{where} is an object")
+    _unknown_fields(entry, BINDING_FIELDS, where)
+    symbol = entry.get("symbol")
+    if not isinstance(symbol, str) or not is_symbol(symbol):
+        raise _invalid(f"{where}.symbol is an evidence symbol ([A-Za-z_][A-Za-z0-9_.-]*)")
+    hashed = dict(entry)
+    has_id, has_content = "evidence_id" in entry, "content_base64" in entry
+    if has_id == has_content:
+        raise _invalid(f"{where} has exactly one of evidence_id and content_base64")
+    as_manifest = entry.get("as_manifest", False)
+    if not isinstance(as_manifest, bool):
+        raise _invalid(f"{where}.as_manifest is true or false")
+    if has_id:
+        extra = sorted(set(entry) - {"symbol", "evidence_id", "as_manifest"})
+        if extra:
+            raise _invalid(f"{where}: {extra} describe inline content only")
+        try:
+            evidence_id = uuid.UUID(str(entry["evidence_id"]))
+        except ValueError:
+            raise _invalid(f"{where}.evidence_id is an evidence id") from None
+        return _Binding(symbol=symbol, evidence_id=evidence_id, as_manifest=as_manifest), hashed
+    content = _decode(entry["content_base64"], index)
+    hashed["content_base64"] = sha256_digest(content)  # SPEC §7: inline content enters the hash as its sha256
+    max_age = entry.get("max_age_seconds")
+    if max_age is not None and (isinstance(max_age, bool) or not isinstance(max_age, int) or max_age <= 0):
+        raise _invalid(f"{where}.max_age_seconds is a positive integer")
+    for name in ("media_type", "evidence_type"):
+        if name in entry and not isinstance(entry[name], str):
+            raise _invalid(f"{where}.{name} is a string")
+    binding = _Binding(
+        symbol=symbol,
+        content=content,
+        media_type=entry.get("media_type", "text/plain"),
+        evidence_type=entry.get("evidence_type", "artifact"),
+        collected_at=_time(entry.get("collected_at"), f"{where}.collected_at"),
+        max_age_seconds=max_age,
+        expires_at=_time(entry.get("expires_at"), f"{where}.expires_at"),
+        as_manifest=as_manifest,
+    )
+    return binding, hashed
+
+
+def _parse_results(body: Mapping[str, Any], name: str) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+    listed = body.get(name, [])
+    if not isinstance(listed, list) or len(listed) > MAX_RESULTS:
+        raise _invalid(f"{name} is a list of at most {MAX_RESULTS} objects")
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(listed):
+        if not isinstance(entry, Mapping):
+            raise _invalid(f"{name}[{index}] is an object")
+        criterion = entry.get("criterion")
+        if not isinstance(criterion, str) or not criterion:
+            raise _invalid(f"{name}[{index}].criterion names a criterion of the contract")
+        if criterion in seen:
+            raise _invalid(f"{name}: criterion {criterion!r} appears twice")
+        seen.add(criterion)
+        if name == "results":
+            _unknown_fields(entry, RESULT_FIELDS, f"results[{index}]")
+            _check_imported_body(entry, f"results[{index}]")
+        out.append((criterion, dict(entry)))
+    return tuple(out)
+
+
+def parse_submission(body: Mapping[str, Any], *, task: Task) -> _Submission:
+    """Check a submission body and compute its ``submission_hash`` (no database writes)."""
+    if not isinstance(body, Mapping):
+        raise _invalid("the body is a JSON object")
+    _unknown_fields(body, BODY_FIELDS, "body")
+    if "task" in body and str(body["task"]) != str(task.pk):
+        raise _invalid("body.task names another task than the one submitted to")
+    listed = body.get("evidence", [])
+    if not isinstance(listed, list) or len(listed) > MAX_BINDINGS:
+        raise _invalid(f"evidence is a list of at most {MAX_BINDINGS} bindings")
+    bindings: list[_Binding] = []
+    hashed_bindings: list[dict[str, Any]] = []
+    for index, entry in enumerate(listed):
+        binding, hashed = _parse_binding(entry, index)
+        bindings.append(binding)
+        hashed_bindings.append(hashed)
+    symbols = [b.symbol for b in bindings]
+    if len(set(symbols)) != len(symbols):
+        raise _invalid("each symbol is bound once")
+    judgments = _parse_results(body, "judgments")
+    results = _parse_results(body, "results")
+    stored = {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS}
+    if "evidence" in body:
+        stored["evidence"] = hashed_bindings
+    submission_hash = hashlib.sha256(canonicalize(stored)).hexdigest()
+    return _Submission(tuple(bindings), judgments, results, stored, submission_hash)
+
+
+def _check_imported_body(entry: Mapping[str, Any], where: str) -> None:
+    verdict = entry.get("verdict")
+    if verdict == Verdict.MISMATCH.value:
+        # SPEC §2: only the oracle seam authors MISMATCH; an imported result cannot bring one.
+        raise ServiceError(
+            Reason.MISMATCH_NOT_FROM_ORACLE, f"{where}: an imported result cannot be MISMATCH", status=422
+        )
+    if not isinstance(verdict, str) or verdict not in {v.value for v in IMPORTED_VERDICTS}:
+        raise _invalid(f"{where}.verdict is one of {sorted(v.value for v in IMPORTED_VERDICTS)}")
+    if "detail" in entry and not isinstance(entry["detail"], str):
+        raise _invalid(f"{where}.detail is text")
+    cited = entry.get("evidence", [])
+    if not isinstance(cited, list) or not all(isinstance(s, str) for s in cited):
+        raise _invalid(f"{where}.evidence is a list of bound symbols")
+
+
+def _expected_author(kind: CriterionKind) -> ActorKind:
+    return ActorKind.SEMANTIC_WORKER if kind is CriterionKind.SEMANTIC else ActorKind.EXTERNAL_VERIFIER
+
+
+def _check_author(actor: Actor, criterion: Criterion | None, criterion_id: str, *, kind: CriterionKind) -> None:
+    """SPEC §1: a semantic judgment comes from a semantic worker's token, an imported result from an external
+    verifier's; the criterion must be of that kind in the contract."""
+    if actor.kind != _expected_author(kind):
+        raise ServiceError(
+            Reason.ACTOR_CANNOT_AUTHOR_RESULT,
+            f"a {actor.kind} cannot deliver a {kind.value} result",
+            status=403,
+        )
+    if criterion is not None and criterion.kind is not kind:
+        raise _invalid(f"criterion {criterion_id!r} is not a {kind.value} criterion of the contract")
+
+
+# --- submitting ------------------------------------------------------------------------------------------------------
+
+
+def _check_key(idempotency_key: str | None) -> str | None:
+    if idempotency_key is None:
+        return None
+    if (
+        not isinstance(idempotency_key, str)
+        or not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY
+        or not idempotency_key.isascii()
+        or not idempotency_key.isprintable()
+    ):
+        raise _invalid(f"Idempotency-Key is 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters")
+    return idempotency_key
+
+
+def _replay(actor: Actor, key: str, submission_hash: str) -> Verification | None:
+    existing = Verification.objects.filter(submitted_by=actor, idempotency_key=key).first()
+    if existing is None:
+        return None
+    if existing.submission_hash != submission_hash:
+        raise ServiceError(
+            Reason.IDEMPOTENCY_CONFLICT,
+            "this Idempotency-Key was used for a different body",
+            status=409,
+            details={"verification_id": str(existing.pk)},
+        )
+    return existing
+
+
+def _enqueue(verification_id: uuid.UUID) -> None:
+    from verification import tasks  # the task module imports this one
+
+    tasks.verification_run.delay(str(verification_id))
+
+
+def _evidence_key(digests: Sequence[str]) -> str:
+    return hashlib.sha256(canonicalize(sorted(digests))).hexdigest()
+
+
+def _create(
+    *,
+    actor: Actor,
+    token: ApiToken | None,
+    boundary: str,
+    task: Task,
+    submission: _Submission,
+    idempotency_key: str | None,
+    supersedes: Verification | None,
+    extra_bindings: Sequence[tuple[str, Evidence, bool]] = (),
+    now: datetime,
+) -> Verification:
+    cycle = current_cycle(task)
+    contract = contract_of(task, cycle)
+    rubric = contract.rubric if contract is not None else None
+    registered = rubric_criteria(rubric) if rubric is not None else None
+    for kind, listed in ((CriterionKind.SEMANTIC, submission.judgments), (CriterionKind.IMPORTED, submission.results)):
+        for criterion_id, _ in listed:
+            _check_author(
+                actor,
+                registered.criterion(criterion_id) if registered is not None else None,
+                criterion_id,
+                kind=kind,
+            )
+            if registered is not None and registered.criterion(criterion_id) is None:
+                raise _invalid(f"criterion {criterion_id!r} is not in the contract")
+    bound: list[tuple[str, Evidence, bool]] = list(extra_bindings)
+    for binding in submission.bindings:
+        if binding.evidence_id is not None:
+            evidence = evidence_get(binding.evidence_id)
+            if evidence is None:
+                raise NotFound(f"no evidence {binding.evidence_id}", evidence_id=str(binding.evidence_id))
+        else:
+            evidence = evidence_admit(
+                actor=actor,
+                token=token,
+                content=binding.content or b"",
+                evidence_type=binding.evidence_type,
+                media_type=binding.media_type,
+                collected_at=binding.collected_at,
+                max_age_seconds=binding.max_age_seconds,
+                expires_at=binding.expires_at,
+                task=task,
+            )
+        bound = [b for b in bound if b[0] != binding.symbol]
+        bound.append((binding.symbol, evidence, binding.as_manifest))
+    verification = Verification.objects.create(
+        rubric_hash=rubric.rubric_hash if rubric is not None else NO_CONTRACT_HASH,
+        submission_hash=submission.submission_hash,
+        task=task,
+        cycle=cycle,
+        rubric=rubric,
+        submitted_by=actor,
+        submitted_boundary=boundary,
+        body=submission.stored_body,
+        idempotency_key=idempotency_key,
+        submitted_at=now,
+        created_at=now,
+        supersedes=supersedes,
+        evidence_key=_evidence_key([e.digest for _, e, _ in bound]),
+    )
+    VerificationEvidence.objects.bulk_create(
+        VerificationEvidence(verification=verification, symbol=symbol, evidence=evidence, as_manifest=manifest)
+        for symbol, evidence, manifest in bound
+    )
+    ArrivedResult.objects.bulk_create(
+        ArrivedResult(
+            verification=verification,
+            criterion_id=cid,
+            actor=actor,
+            boundary=boundary,
+            body=dict(body),
+            received_at=now,
+        )
+        for cid, body in (*submission.judgments, *submission.results)
+    )
+    if supersedes is not None:
+        Verification.objects.filter(pk=supersedes.pk).update(awaiting_evidence=False)
+    return verification
+
+
+@transaction.atomic
+def verification_submit(
+    *,
+    actor: Actor,
+    token: ApiToken | None,
+    task: Task,
+    body: Mapping[str, Any],
+    idempotency_key: str | None,
+    now: datetime | None = None,
+) -> tuple[Verification, bool]:
+    """Record a submission for ``task``'s current cycle and its contract, and enqueue its run (on commit).
+
+    Returns ``(verification, created)``. The same ``Idempotency-Key`` (per actor) with the same body gives back the
+    same verification (``created`` False); with a different body ``idempotency-conflict`` (409). Refusals:
+    ``invalid-request``/``unknown-field``/``bad-base64`` (400), ``payload-too-large`` (413), ``not-found`` (an
+    unknown evidence id, 404), ``actor-cannot-author-result`` (403: judgments from a non-semantic-worker, results
+    from a non-external-verifier), ``mismatch-not-from-oracle`` (422).
+    """
+    boundary = require_token_of(actor, token)
+    key = _check_key(idempotency_key)
+    submission = parse_submission(body, task=task)
+    if key is not None:
+        replayed = _replay(actor, key, submission.submission_hash)
+        if replayed is not None:
+            return replayed, False
+    when = now or timezone.now()
+    latest = Verification.objects.filter(task=task, cycle=current_cycle(task)).order_by("-created_at", "-id").first()
+    try:
+        with transaction.atomic():
+            verification = _create(
+                actor=actor,
+                token=token,
+                boundary=boundary,
+                task=task,
+                submission=submission,
+                idempotency_key=key,
+                supersedes=latest,
+                now=when,
+            )
+    except IntegrityError:
+        if key is None:
+            raise
+        replayed = _replay(actor, key, submission.submission_hash)  # a concurrent request with the same key won
+        if replayed is None:
+            raise
+        return replayed, False
+    transaction.on_commit(lambda: _enqueue(verification.pk))
+    return verification, True
+
+
+@transaction.atomic
+def verification_add_evidence(
+    *,
+    actor: Actor,
+    token: ApiToken | None,
+    verification: Verification,
+    body: Mapping[str, Any],
+    now: datetime | None = None,
+) -> Verification:
+    """More evidence for a verification waiting for it: a new verification of the same subject, with the old
+    bindings and the new ones (a new binding of a symbol replaces the old), whose first receipt supersedes the old
+    head (SPEC §7). ``not-awaiting-evidence`` (409) when it met its contract, is still running, or was superseded.
+    Judgments and results are not carried over: they were about the old evidence.
+    """
+    boundary = require_token_of(actor, token)
+    locked = Verification.objects.select_for_update().filter(pk=verification.pk).first()
+    if locked is None:
+        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+    task = locked.task
+    if task is None or not locked.awaiting_evidence or Verification.objects.filter(supersedes=locked).exists():
+        raise ServiceError(
+            Reason.NOT_AWAITING_EVIDENCE, f"verification {locked.pk} is not waiting for evidence", status=409
+        )
+    if not isinstance(body, Mapping):
+        raise _invalid("the body is a JSON object")
+    _unknown_fields(body, frozenset({"evidence", "wait_ms"}), "body")
+    old = [
+        (row.symbol, row.evidence, row.as_manifest)
+        for row in VerificationEvidence.objects.filter(verification=locked).select_related("evidence")
+    ]
+    new_symbols = {
+        str(e.get("symbol")) for e in body.get("evidence", []) if isinstance(e, Mapping)
+    } if isinstance(body.get("evidence"), list) else set()
+    kept = [(s, e, m) for s, e, m in old if s not in new_symbols]
+    merged_body = {
+        "task": str(task.pk),
+        "supersedes": str(locked.pk),
+        "evidence": [{"symbol": s, "evidence_id": str(e.pk), "as_manifest": m} for s, e, m in kept]
+        + list(body.get("evidence", [])),
+    }
+    parsed = parse_submission({k: v for k, v in merged_body.items() if k != "supersedes"}, task=task)
+    # The stored body and hash also name the superseded verification: the same evidence twice is two submissions.
+    stored = {**parsed.stored_body, "supersedes": str(locked.pk)}
+    submission = _Submission(
+        parsed.bindings,
+        (),
+        (),
+        stored,
+        hashlib.sha256(canonicalize(stored)).hexdigest(),
+    )
+    created = _create(
+        actor=actor,
+        token=token,
+        boundary=boundary,
+        task=task,
+        submission=submission,
+        idempotency_key=None,
+        supersedes=locked,
+        now=now or timezone.now(),
+    )
+    transaction.on_commit(lambda: _enqueue(created.pk))
+    return created
+
+
+# --- running ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Facts:
+    """What a run reads, loaded once: the kernel's inputs plus what the receipt payload reports about them."""
+
+    task: Task
+    subject: str
+    criteria: tuple[Criterion, ...]
+    registered: RegisteredRubric | None
+    ctx: RunContext
+    bound: dict[str, BoundEvidence]
+    arrived: dict[str, KernelArrived]
+    evidence_rows: dict[str, Evidence]
+    evidence_payload: list[dict[str, Any]]
+    arrived_payload: list[dict[str, Any]]
+    digests: frozenset[str]
+    citations: list[Citation] = field(default_factory=list)
+
+
+def _claimant_rows(task: Task, cycle: int) -> list[Actor]:
+    seen: dict[int, Actor] = {}
+    for claim in Claim.objects.filter(task=task, cycle=cycle).select_related("actor").order_by("claimed_at", "id"):
+        seen.setdefault(claim.actor.pk, claim.actor)
+    return list(seen.values())
+
+
+def _producer(verification: Verification, claimants: list[Actor]) -> Actor | None:
+    submitter = verification.submitted_by
+    if submitter is None:
+        return claimants[0] if claimants else None
+    if not claimants or any(a.pk == submitter.pk for a in claimants):
+        return submitter
+    return claimants[0]
+
+
+def _baselines(
+    task: Task, cycle: int, *, subject: str, secret: bytes, producer: kactors.Actor | None, started: datetime
+) -> dict[str, KernelBaseline]:
+    """Per artifact, the first authoritative baseline of the cycle (the kernel decides), else the latest (so the
+    receipt names the specific cause of ``missing-baseline``)."""
+    chosen: dict[str, KernelBaseline] = {}
+    rows = Baseline.objects.filter(task=task, cycle=cycle).select_related("reporter").order_by("captured_at", "id")
+    for row in rows:
+        record = KernelBaseline(
+            subject=subject,
+            artifact_key=row.artifact_key,
+            digest=row.digest,
+            captured_at=row.captured_at,
+            reporter_actor=row.reporter.name,
+            reporter_boundaries=frozenset(row.reporter_boundaries),
+            reporter_is_collector=row.reporter_is_collector,
+            capture_token=row.capture_token,
+        )
+        current = chosen.get(row.artifact_key)
+        if current is not None and _authoritative(current, subject, secret, producer, started):
+            continue
+        chosen[row.artifact_key] = record
+    return chosen
+
+
+def _authoritative(
+    baseline: KernelBaseline, subject: str, secret: bytes, producer: kactors.Actor | None, started: datetime
+) -> bool:
+    return (
+        is_authoritative(
+            baseline,
+            secret=secret,
+            subject=subject,
+            artifact_key=baseline.artifact_key,
+            producer_actor=producer.actor_id if producer is not None else None,
+            producer_boundaries=producer.boundaries if producer is not None else frozenset(),
+            first_claim_at=started,
+        )
+        is None
+    )
+
+
+def _manifest(
+    binding: VerificationEvidence, task: Task, producer: kactors.Actor
+) -> KernelManifest | None:
+    evidence_id = str(binding.evidence_id)
+    if binding.as_manifest:
+        # The submitter bound it as its own account of what changed: producer-declared (rail 4).
+        return KernelManifest(evidence_id, reported_by=producer, producer=producer, producer_declared=True)
+    reports = list(
+        ChangeManifest.objects.filter(evidence_id=binding.evidence_id, task=task)
+        .select_related("reported_by")
+        .order_by("created_at", "id")
+    )
+    if not reports:
+        return None
+    candidates = [
+        KernelManifest(evidence_id, reported_by=kernel_actor(r.reported_by), producer=producer) for r in reports
+    ]
+    for candidate in candidates:
+        if check_change_manifest(criterion_id="-", manifest=candidate) is None:
+            return candidate  # one independent observation of it is enough
+    return candidates[-1]
+
+
+def _imported_check(criterion_id: str, body: Mapping[str, Any], by_symbol: Mapping[str, str]) -> Check:
+    """An external verifier's result as a check. Its authority is ``imported`` because of who sent it (SPEC §1);
+    the body's own ``authority`` is kept as the sender's claim in ``detail`` and decides nothing."""
+    verdict = Verdict(str(body.get("verdict")))
+    cited = tuple(sorted({by_symbol[s] for s in body.get("evidence", []) if s in by_symbol}))
+    detail = str(body.get("detail", ""))[:MAX_DETAIL]
+    declared = kactors.record_declared_authority(body.get("authority"))
+    if declared is not None:
+        detail = f"{detail} (claimed authority {declared!r}, ignored)".strip()
+    return Check(criterion_id, Authority.IMPORTED, verdict, Reason.IMPORTED_RESULT, evidence_ids=cited, detail=detail)
+
+
+def _load(verification: Verification, *, now: datetime) -> _Facts:
+    task = verification.task
+    cycle = verification.cycle
+    if task is None or cycle is None:
+        raise InvariantError(Reason.MALFORMED_RECORD, f"verification {verification.pk} has no subject to run")
+    subject = subject_key(task_id=str(task.pk), cycle=cycle)
+    portal = portal_service_actor()
+    claims = kernel_claims(task)
+    claimant_rows = _claimant_rows(task, cycle)
+    workers = tuple(kernel_actor(a) for a in claimant_rows)
+    producer_row = _producer(verification, claimant_rows)
+    producer = kernel_actor(producer_row) if producer_row is not None else None
+    links = tuple(
+        KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
+        for row in Link.objects.filter(task=task).select_related("committing_actor").order_by("created_at", "id")
+    )
+    registered = rubric_criteria(verification.rubric) if verification.rubric is not None else None
+    criteria = registered.criteria if registered is not None else (NO_CONTRACT_CRITERION,)
+    secret = baseline_secret()
+    started = first_claim_at(cycle=cycle, claims=claims) or verification.submitted_at
+    baselines = _baselines(task, cycle, subject=subject, secret=secret, producer=producer, started=started)
+    claimant_names = frozenset(a.name for a in claimant_rows)
+
+    bound: dict[str, BoundEvidence] = {}
+    evidence_rows: dict[str, Evidence] = {}
+    evidence_payload: list[dict[str, Any]] = []
+    texts: dict[str, str] = {}
+    by_symbol: dict[str, str] = {}
+    unnamed = kactors.Actor(None, kactors.ActorKind.AGENT)
+    producer_custody = f"boundary:{verification.submitted_boundary}" if verification.submitted_boundary else None
+    bindings = VerificationEvidence.objects.filter(verification=verification).select_related(
+        "evidence", "evidence__admitted_by"
+    )
+    for binding in bindings.order_by("symbol"):
+        evidence = binding.evidence
+        evidence_id = str(evidence.pk)
+        redacted = evidence.redacted_at is not None
+        content = None if redacted else storage.read(evidence.digest)  # read NOW: gone bytes are None (SPEC §2)
+        if redacted:
+            accessibility = Accessibility.REDACTED
+        else:
+            accessibility = Accessibility.ACCESSIBLE if content is not None else Accessibility.INACCESSIBLE
+        tier = tier_for(evidence, producer=producer_row, claimants=claimant_names)
+        facts = EvidenceFacts(
+            evidence_id=evidence_id,
+            trust_tier=tier,
+            collected_at=evidence.collected_at,
+            expires_at=evidence.expires_at,
+            accessibility=accessibility,
+            max_age=timedelta(seconds=evidence.max_age_seconds) if evidence.max_age_seconds else None,
+        )
+        independence = assess_independence(
+            producer_actor=producer.actor_id if producer is not None else None,
+            admitting_actor=evidence.admitted_by.name,
+            producer_boundaries=producer.boundaries if producer is not None else frozenset(),
+            admitting_boundaries=frozenset({evidence.admitted_boundary}) if evidence.admitted_boundary else frozenset(),
+            producer_custody=producer_custody,
+            evidence_custody=evidence.custody or None,
+        )
+        bound[binding.symbol] = BoundEvidence(
+            symbol=binding.symbol,
+            facts=facts,
+            stored=StoredItem(evidence_id, evidence.digest, content, redacted=redacted),
+            independence=independence,
+            manifest=_manifest(binding, task, producer or unnamed),
+        )
+        evidence_rows[evidence_id] = evidence
+        by_symbol[binding.symbol] = evidence_id
+        text = artifact_text(content) if accessibility is Accessibility.ACCESSIBLE else None
+        if text is not None:
+            texts[evidence_id] = text
+        evidence_payload.append(
+            {
+                "id": evidence_id,
+                "symbol": binding.symbol,
+                "sha256": evidence.digest,
+                "trust_tier": tier.value,
+                "independence": independence.as_payload(),
+                "admitted_by": evidence.admitted_by.name,
+                "admission_source": evidence.admission_source,
+            }
+        )
+
+    arrived: dict[str, KernelArrived] = {}
+    arrived_payload: list[dict[str, Any]] = []
+    kinds = {c.id: c.kind for c in criteria} if registered is not None else {}
+    rows = ArrivedResult.objects.filter(verification=verification).select_related("actor").order_by("received_at", "id")
+    for row in rows:
+        kind = kinds.get(row.criterion_id)
+        if kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
+            continue  # kept on record; nothing in the contract awaits it
+        verifier = kernel_actor(row.actor)
+        try:
+            authority = kactors.authority_for(verifier.kind)  # SPEC §1: from the token's actor kind, never the body
+        except InvariantError:
+            continue
+        expected = Authority.SEMANTIC if kind is CriterionKind.SEMANTIC else Authority.IMPORTED
+        if authority is not expected:
+            continue  # refused at intake; a row written otherwise cannot author this criterion
+        citations: tuple[Citation, ...] = ()
+        if kind is CriterionKind.SEMANTIC:
+            judgment = parse_judgment(row.body, criterion_id=row.criterion_id)
+            frozen = (
+                judgment.case_digest
+                if judgment.case_digest and FrozenCase.objects.filter(task=task, digest=judgment.case_digest).exists()
+                else None
+            )
+            check = route(judgment, frozen_case_digest=frozen, artifacts=texts).check
+            citations = judgment.citations
+        else:
+            check = _imported_check(row.criterion_id, row.body, by_symbol)
+        arrived[row.criterion_id] = KernelArrived(row.criterion_id, verifier, check, citations)
+        arrived_payload.append(
+            {
+                "criterion": row.criterion_id,
+                "actor": {"id": row.actor.name, "kind": row.actor.kind},
+                "authority": authority.value,
+                "declared_authority": kactors.record_declared_authority(row.body.get("authority")),
+                "received_at": format_created_at(row.received_at),
+            }
+        )
+
+    ctx = RunContext(
+        subject=subject,
+        cycle=cycle,
+        contract_rubric_hash=verification.rubric_id,
+        claims=claims,
+        links=links,
+        workers=workers,
+        producer=producer,
+        service_actor=kernel_actor(portal),
+        baselines=baselines,
+        baseline_secret=secret,
+        submitted_at=verification.submitted_at,
+        now=now,
+    )
+    return _Facts(
+        task=task,
+        subject=subject,
+        criteria=tuple(criteria),
+        registered=registered,
+        ctx=ctx,
+        bound=bound,
+        arrived=arrived,
+        evidence_rows=evidence_rows,
+        evidence_payload=evidence_payload,
+        arrived_payload=arrived_payload,
+        digests=frozenset(e.digest for e in evidence_rows.values()),
+    )
+
+
+def _payload(
+    facts: _Facts,
+    result: RunResult,
+    *,
+    issuer: Actor,
+    authority: Authority,
+    supersedes_receipt_id: str | None,
+) -> dict[str, Any]:
+    """SPEC §7's payload: kind (set by ``receipt_issue``), the outcome, the checks, who decided and with what
+    authority, the evidence with tier and independence, citations, the integrity proof, supersession."""
+    outcome = outcome_payload(result.outcome)
+    return {
+        "subject": {"task": str(facts.task.pk), "cycle": facts.ctx.cycle},
+        "contract": facts.ctx.contract_rubric_hash,
+        **outcome,
+        "checks": [check for criterion in outcome["criteria"] for check in criterion["checks"]],
+        "actor": {"id": issuer.name, "kind": issuer.kind},
+        "authority": authority.value,
+        "evidence": facts.evidence_payload,
+        "citations": [c.as_payload() for c in result.citations],
+        "integrity_proof": result.integrity.as_payload(),
+        "results_received": facts.arrived_payload,
+        "supersedes_receipt_id": supersedes_receipt_id,
+        "rationale": None,
+    }
+
+
+def _testing_pause_before_signing(verification: Verification) -> None:
+    """Test-only (``TESTING_SLOW_RUN_ENV``, under ``settings.TESTING`` only): a window in which to kill a worker."""
+    if not getattr(settings, "TESTING", False):
+        return
+    spec = os.environ.get(TESTING_SLOW_RUN_ENV, "")
+    if not spec or not (verification.idempotency_key or "").startswith(TESTING_SLOW_KEY_PREFIX):
+        return
+    directory, _, seconds = spec.rpartition(":")
+    Path(directory, f"{verification.pk}.{os.getpid()}").write_text(str(os.getpid()), encoding="ascii")
+    time.sleep(float(seconds))
+
+
+def _pending_until(result: RunResult) -> datetime | None:
+    deadlines = [k.pending.deadline for c in result.outcome.criteria for k in c.checks if k.pending is not None]
+    return min(deadlines) if deadlines else None
+
+
+def _record_outcome(verification: Verification, facts: _Facts, result: RunResult, receipt: Receipt) -> None:
+    """Update the query caches of the head (the receipt stays the truth), raise findings, emit the events."""
+    outcome = result.outcome
+    running = outcome.status_running
+    determination = outcome.determination.value if outcome.determination is not None else None
+    superseded = Verification.objects.filter(supersedes=verification).exists()
+    Verification.objects.filter(pk=verification.pk).update(
+        verdict=outcome.verdict.value,
+        automated_verdict=outcome.verdict.value,
+        determination=determination,
+        flagged=outcome.flagged,
+        flag_reason=outcome.flag_reason,
+        reason=outcome.reason.value if outcome.reason is not None else None,
+        pending_until=_pending_until(result),
+        awaiting_evidence=not running and determination != "met" and not superseded,
+        started_at=None,
+        last_error="",
+    )
+    # SPEC §2, §10: gone or changed bytes raise an evidence-integrity finding (a redaction does not).
+    for finding in evidence_integrity_findings(proof=result.integrity, subject=facts.subject):
+        finding_raise(
+            finding=finding,
+            subject=facts.subject,
+            verification=verification,
+            evidence=facts.evidence_rows.get(finding.refs[1]),
+            receipt_refs=[receipt.content_hash],
+        )
+    _raise_disagreements(verification, facts, outcome.verdict, receipt)
+    events.event_emit(
+        kind=events.VERIFICATION_PENDING if running else events.VERIFICATION_FINISHED,
+        verification=verification,
+        payload={
+            "verification_id": str(verification.pk),
+            "receipt_id": receipt.content_hash,
+            "seq": receipt.seq,
+            "receipt_kind": receipt.kind,
+            "verdict": outcome.verdict.value,
+            "determination": determination,
+            "flagged": outcome.flagged,
+        },
+    )
+
+
+def _raise_disagreements(verification: Verification, facts: _Facts, verdict: Verdict, receipt: Receipt) -> None:
+    """SPEC §10: another verification of the subject, same rubric and evidence digests, different automated verdict.
+
+    Only verifications whose verdict differs can disagree with this one, so only those are loaded (bounded).
+    """
+    if verdict is Verdict.PENDING:
+        return
+    others = list(
+        Verification.objects.filter(
+            task=facts.task,
+            cycle=facts.ctx.cycle,
+            rubric_hash=verification.rubric_hash,
+            evidence_key=verification.evidence_key,
+            automated_verdict__isnull=False,
+        )
+        .exclude(pk=verification.pk)
+        .exclude(automated_verdict__in=[verdict.value, Verdict.PENDING.value])
+        .order_by("created_at", "id")[:20]
+    )
+    if not others:
+        return
+
+    def record(v: Verification, automated: str) -> VerificationRecord:
+        return VerificationRecord(
+            verification_id=str(v.pk),
+            subject=facts.subject,
+            rubric_hash=v.rubric_hash,
+            evidence_digests=facts.digests,
+            verdict=Verdict(automated),
+            authority_of_decision=Authority.DETERMINISTIC,
+            superseded_by_human=v.human_decided,
+            created_at=v.created_at,
+        )
+
+    records = [record(verification, verdict.value), *(record(v, v.automated_verdict or "") for v in others)]
+    heads = {str(v.pk): h.content_hash for v in others if (h := head_of(v)) is not None}
+    heads[str(verification.pk)] = receipt.content_hash
+    for disagreement in detect_disagreements(records):
+        if str(verification.pk) not in (disagreement.first_id, disagreement.second_id):
+            continue
+        finding_raise(
+            finding=disagreement_finding(disagreement),
+            subject=facts.subject,
+            verification=verification,
+            receipt_refs=[heads[i] for i in (disagreement.first_id, disagreement.second_id) if i in heads],
+        )
+
+
+def _run_locked(verification: Verification, *, now: datetime) -> Receipt:
+    facts = _load(verification, now=now)
+    result = evaluate_run(criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived)
+    previous = head_of(verification.supersedes) if verification.supersedes is not None else None
+    payload = _payload(
+        facts,
+        result,
+        issuer=portal_service_actor(),
+        authority=Authority.DETERMINISTIC,
+        supersedes_receipt_id=previous.content_hash if previous is not None else None,
+    )
+    _testing_pause_before_signing(verification)
+    receipt = receipt_issue(verification=verification, kind=ReceiptKind.RUN, payload=payload)
+    _record_outcome(verification, facts, result, receipt)
+    return receipt
+
+
+def _seq0(verification_pk: uuid.UUID) -> Receipt | None:
+    return Receipt.objects.filter(verification_id=verification_pk, seq=0).first()
+
+
+def _verification_pk(verification_id: str | uuid.UUID) -> uuid.UUID:
+    try:
+        return verification_id if isinstance(verification_id, uuid.UUID) else uuid.UUID(str(verification_id))
+    except ValueError:
+        raise NotFound(f"no verification {verification_id!r}", verification_id=str(verification_id)) from None
+
+
+def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None = None) -> Receipt | None:
+    """Run a verification and issue receipt seq 0 (kind ``run``); idempotent and safe to run concurrently.
+
+    If seq 0 exists it is returned (a redelivered or duplicated task). Otherwise the attempt is counted (committed
+    on its own, so a reader sees ``running``), the verification row is locked (``SELECT … FOR UPDATE``), seq 0 is
+    looked for again after the lock, and the run is evaluated and signed in that one transaction: two workers on
+    the same verification yield one chain. A failed verification (``verification_mark_failed``) is not run again
+    (a new attempt is a new submission): None. Operational errors propagate; the Celery task retries them.
+    """
+    pk = _verification_pk(verification_id)
+    existing = _seq0(pk)
+    if existing is not None:
+        return existing
+    when = now or timezone.now()
+    counted = Verification.objects.filter(pk=pk, failed_at__isnull=True).update(
+        attempts=F("attempts") + 1, started_at=when
+    )
+    if not counted:
+        if not Verification.objects.filter(pk=pk).exists():
+            raise NotFound(f"no verification {pk}", verification_id=str(pk))
+        return None
+    try:
+        with transaction.atomic():
+            locked = (
+                Verification.objects.select_for_update(of=("self",))
+                .select_related("task", "rubric", "submitted_by")
+                .get(pk=pk)
+            )
+            existing = _seq0(pk)
+            if existing is not None:
+                return existing
+            return _run_locked(locked, now=when)
+    except Exception as exc:
+        Verification.objects.filter(pk=pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+
+
+def verification_mark_failed(*, verification_id: str | uuid.UUID, error: str) -> bool:
+    """Record an operational failure after the last attempt (SPEC §3): ``failed``, no determination, no receipt.
+
+    True when it was marked now; False when it already had a receipt or was failed already.
+    """
+    pk = _verification_pk(verification_id)
+    with transaction.atomic():
+        locked = Verification.objects.select_for_update().filter(pk=pk).first()
+        if locked is None or locked.failed_at is not None or _seq0(pk) is not None:
+            return False
+        locked.failed_at = timezone.now()
+        locked.last_error = (error or "failed")[:2000]
+        locked.started_at = None
+        locked.save(update_fields=["failed_at", "last_error", "started_at"])
+        events.event_emit(
+            kind=events.VERIFICATION_FAILED,
+            verification=locked,
+            payload={
+                "verification_id": str(pk),
+                "reason": Reason.RUN_FAILED.value,
+                "attempts": locked.attempts,
+                "error": locked.last_error,
+            },
+        )
+    return True
+
+
+# --- results that arrive later (SPEC §2 PENDING) ---------------------------------------------------------------------
+
+
+def _head_payload(receipt: Receipt) -> Mapping[str, Any]:
+    payload = loads_strict(receipt.envelope)["payload"]
+    if not isinstance(payload, Mapping):  # pragma: no cover - receipt_issue signs mappings only
+        raise InvariantError(Reason.MALFORMED_RECORD, "a receipt payload is an object")
+    return payload
+
+
+@transaction.atomic
+def result_deliver(
+    *,
+    actor: Actor,
+    token: ApiToken | None,
+    verification: Verification,
+    criterion_id: str,
+    body: Mapping[str, Any],
+    now: datetime | None = None,
+) -> Receipt:
+    """Deliver the result a PENDING criterion awaits; append a ``result`` receipt superseding the head (SPEC §2).
+
+    The deliverer must be of the criterion's kind (a semantic worker for ``semantic``, an external verifier for
+    ``imported``: ``actor-cannot-author-result``, 403); the result is then evaluated like any other (rails, policy,
+    integrity: ``evaluate_run`` again with the same ``submitted_at``). Refusals (409): ``not-pending`` when no check
+    of the criterion awaits a result, ``pending-expired`` when it arrives at or after the deadline. A result for a
+    verification whose run has not happened yet is stored and the run is done now (the receipt is then seq 0).
+    """
+    when = now or timezone.now()
+    boundary = require_token_of(actor, token)
+    locked = (
+        Verification.objects.select_for_update(of=("self",)).select_related("task", "rubric", "submitted_by")
+        .filter(pk=verification.pk).first()
+    )
+    if locked is None:
+        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+    registered = rubric_criteria(locked.rubric) if locked.rubric is not None else None
+    criterion = registered.criterion(criterion_id) if registered is not None else None
+    if criterion is None or criterion.kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
+        raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} awaits no result", status=409)
+    _check_author(actor, criterion, criterion_id, kind=criterion.kind)
+    if not isinstance(body, Mapping):
+        raise _invalid("the result body is a JSON object")
+    if criterion.kind is CriterionKind.IMPORTED:
+        _unknown_fields(body, RESULT_FIELDS, "body")
+        _check_imported_body(body, "body")
+    canonicalize(body)  # strict JSON only (StrictJSONError otherwise)
+    head = head_of(locked)
+    if head is None:
+        pending = criterion.pending(locked.submitted_at)
+        if pending is None:
+            raise ServiceError(
+                Reason.NOT_PENDING, f"criterion {criterion_id!r} has no deadline to wait for", status=409
+            )
+        if when >= pending.deadline:
+            raise ServiceError(Reason.PENDING_EXPIRED, f"deadline {pending.deadline.isoformat()} passed", status=409)
+    else:
+        if head.kind == ReceiptKind.DECISION:
+            raise ServiceError(Reason.NOT_PENDING, "a person has decided this verification", status=409)
+        try:
+            result_may_arrive(read_outcome(_head_payload(head), now=when), criterion_id, arrived_at=when)
+        except KernelError as exc:
+            raise ServiceError(exc.reason, exc.detail, status=409) from None
+    if ArrivedResult.objects.filter(verification=locked, criterion_id=criterion_id).exists():
+        raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} already has its result", status=409)
+    ArrivedResult.objects.create(
+        verification=locked,
+        criterion_id=criterion_id,
+        actor=actor,
+        boundary=boundary,
+        body=dict(body),
+        received_at=when,
+    )
+    if head is None:
+        Verification.objects.filter(pk=locked.pk).update(attempts=locked.attempts + 1)
+        receipt = _run_locked(locked, now=when)
+    else:
+        facts = _load(locked, now=when)
+        result = evaluate_run(criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived)
+        payload = _payload(
+            facts,
+            result,
+            issuer=actor,
+            authority=kactors.authority_for(kactors.ActorKind(actor.kind)),
+            supersedes_receipt_id=head.content_hash,
+        )
+        receipt = receipt_issue(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
+        _record_outcome(locked, facts, result, receipt)
+    events.event_emit(
+        kind=events.RESULT_RECEIVED,
+        verification=locked,
+        payload={
+            "verification_id": str(locked.pk),
+            "criterion": criterion_id,
+            "actor": actor.name,
+            "receipt_id": receipt.content_hash,
+        },
+    )
+    return receipt
