@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +160,19 @@ def contracted_task(api: Api, cast: Cast, rubric: dict[str, Any] | None = None, 
                         caller=cast.owner)
     assert accepted.status_code == 201, accepted.content
     return str(task_id)
+
+
+@pytest.fixture
+def engine(transactional_db: None, signing_key: Any) -> Iterator[str]:
+    """Who runs the verifications: with CELERY_BROKER_URL set (CI's second pass), a real Celery worker consuming from
+    the broker in this process (its own thread and database connection); otherwise the embedded eager default."""
+    if not os.environ.get("CELERY_BROKER_URL"):
+        yield "eager"
+        return
+    from celery.contrib.testing.worker import start_worker
+
+    from reviewportal.celery import app
+
+    assert not app.conf.task_always_eager
+    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10):
+        yield "worker"

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -36,23 +34,7 @@ from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import sha256_digest
 from verification.kernel.keys import PublicKey
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def engine(transactional_db: None, signing_key: Any) -> Iterator[str]:
-    """Who runs the verifications: with CELERY_BROKER_URL set (CI's second pass), a real Celery worker consuming from
-    the broker in this process (its own thread and database connection); otherwise the embedded eager default."""
-    if not os.environ.get("CELERY_BROKER_URL"):
-        yield "eager"
-        return
-    from celery.contrib.testing.worker import start_worker
-
-    from reviewportal.celery import app
-
-    assert not app.conf.task_always_eager
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10):
-        yield "worker"
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
 
 
 @pytest.fixture
