@@ -7,6 +7,9 @@ one line on stderr and exit code 2.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
+
+from csp.constants import NONE, SELF
 
 from reviewportal.config import (
     REPO_ROOT,
@@ -18,6 +21,21 @@ from reviewportal.config import (
     read_secret_key,
     var_dir,
 )
+
+
+def _env_int(name: str, *, default: int, minimum: int) -> int:
+    """A whole number of at least ``minimum``; anything else is a configuration error."""
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip(), 10)
+    except ValueError:
+        raise ConfigurationError(name, f"expected a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
+    return value
+
 
 BASE_DIR = REPO_ROOT
 VAR_DIR = var_dir()
@@ -66,6 +84,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "csp",
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from our own static files (no CDN)
@@ -83,6 +103,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login attempt into the lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "reviewportal.urls"
@@ -119,15 +142,73 @@ if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only; never outside the test suite
 
 # --- security ------------------------------------------------------------------------------------------------------
+# Portal pages (README: The reviewer queue, security baseline). Behind HTTPS (REVIEWPORTAL_HTTPS=1) cookies are
+# Secure, plain HTTP is redirected and HSTS is sent; `manage.py check --deploy` is clean with production settings
+# (tests/portal/test_security.py runs it).
 HTTPS = env_bool("REVIEWPORTAL_HTTPS", default=False)
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
 SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if env_bool("REVIEWPORTAL_BEHIND_TLS_PROXY", default=False):
+    # Only when a proxy that terminates TLS sets this header and strips it from clients.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 CSRF_COOKIE_HTTPONLY = True  # the token reaches htmx through hx-headers on <body>, not through the cookie
+CSRF_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Idle timeout: the session cookie lives this long and every request renews it, so a session idle for longer ends.
+SESSION_IDLE_SECONDS = _env_int("REVIEWPORTAL_SESSION_IDLE_SECONDS", default=1800, minimum=60)
+SESSION_COOKIE_AGE = SESSION_IDLE_SECONDS
+SESSION_SAVE_EVERY_REQUEST = True
+
+# Content-Security-Policy, enforced (django-csp 4): nothing inline, nothing evaluated, no framing. htmx is vendored
+# under static/ and configured by <meta name="htmx-config"> (no eval, no injected indicator styles); the portal's
+# behaviour lives in static/js/portal.js. Violations are reported to /csp-report/ and logged.
+CSP_REPORT_PATH = "/csp-report/"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+        "report-uri": CSP_REPORT_PATH,
+    },
+}
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed sign-ins for one username from one address, that
+# pair is locked out for the cool-off (429). The client address is REMOTE_ADDR only, never a forwarded header.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = True
+AXES_FAILURE_LIMIT = _env_int("REVIEWPORTAL_LOGIN_FAILURE_LIMIT", default=5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=_env_int("REVIEWPORTAL_LOGIN_COOLOFF_SECONDS", default=900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+AXES_VERBOSE = False
+
+# The reviewer queue (README: The reviewer queue).
+#: How long a claimed item stays with its reviewer; the open review page renews it (static/js/portal.js).
+REVIEWPORTAL_LEASE_SECONDS = _env_int("REVIEWPORTAL_LEASE_SECONDS", default=900, minimum=30)
+#: Rows per queue page (keyset pagination).
+REVIEWPORTAL_QUEUE_PAGE_SIZE = 50
 
 # --- i18n / time -----------------------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

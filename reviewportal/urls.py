@@ -13,6 +13,8 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),  # POST only (Django 5)
+    # the reviewer queue, review pages and the CSP report endpoint (reviewportal/portal/urls.py)
+    path("", include("reviewportal.portal.urls")),
     # the well-known key endpoints and /v1/verifications/<id>/proof[/envelope] (verification/urls.py)
     path("", include("verification.urls")),
     # the JSON API under /v1/, its schema at /api/schema/ and docs at /api/docs/ (verification/api/urls.py)

@@ -631,6 +631,91 @@ class Event(AppendOnlyModel):
         return f"event {self.id} {self.kind}"
 
 
+# === The reviewer queue (issue 5; SPEC §2 "A human decision supersedes", §3 the queue, §9 the rails) ==============
+
+
+class ReviewLease(models.Model):
+    """Who holds a queued verification for review, and until when (issue 5 §2). One row per verification, reused.
+
+    A lease is held while ``released_at`` is null and ``expires_at`` lies ahead; it ends on a decision, a release
+    or expiry. A claim writes it with one conditional upsert that must change exactly one row
+    (``services.reviews``), so no two reviewers ever hold the same item.
+    """
+
+    verification = models.OneToOneField(
+        Verification, on_delete=models.PROTECT, primary_key=True, related_name="review_lease"
+    )
+    holder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=32, blank=True, default="")  # decided, released, or a refusal's code
+
+    class Meta:
+        ordering = ("expires_at",)
+
+    def __str__(self) -> str:
+        return f"lease of {self.verification_id} by {self.holder_id} until {self.expires_at.isoformat()}"
+
+
+class ReviewAction(models.TextChoices):
+    PASS = "PASS", "pass"
+    FAIL = "FAIL", "fail"
+    MORE_EVIDENCE = "MORE_EVIDENCE", "needs more evidence"
+
+
+class ReviewDecision(AppendOnlyModel):
+    """One accepted reviewer action on a verification (append-only), keyed by the nonce of the form it came from.
+
+    ``request_key`` makes a double submission (a double click, a replayed POST) record one action: the second
+    finds the first and gets its result. A PASS or FAIL names the ``decision`` receipt it issued; "needs more
+    evidence" issues none and takes the verification out of the queue until new evidence brings a re-run.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    request_key = models.CharField(max_length=64, unique=True)
+    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="review_decisions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    action = models.CharField(max_length=16, choices=ReviewAction.choices)
+    rationale = models.TextField()
+    cited_evidence_ids = models.JSONField(default=list)
+    receipt = models.OneToOneField(
+        Receipt, on_delete=models.PROTECT, null=True, blank=True, related_name="review_decision"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=["verification", "action"], name="reviewdecision_action_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(action="MORE_EVIDENCE") & Q(receipt__isnull=True))
+                | (Q(action__in=["PASS", "FAIL"]) & Q(receipt__isnull=False)),
+                name="reviewdecision_receipt_iff_verdict",
+            ),
+            models.CheckConstraint(condition=~Q(rationale=""), name="reviewdecision_rationale_not_blank"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.verification_id} by {self.user_id}"
+
+
+#: The append-only table of the review block; its guards are installed by its migration and re-checked after every
+#: migrate, like the others.
+REVIEW_APPEND_ONLY_TABLES = ("verification_reviewdecision",)
+
+
+def _reinstall_review_guards(sender: object, using: str = "default", **kwargs: object) -> None:
+    from django.db import connections
+
+    if getattr(sender, "label", None) == "verification":
+        db_guards.install_guards(connections[using], REVIEW_APPEND_ONLY_TABLES)
+
+
+post_migrate.connect(_reinstall_review_guards, dispatch_uid="verification.models.review_records")
+
+
 #: The append-only tables of this block; their database guards are installed by migration 0004 and re-checked
 #: after every migrate (``_reinstall_guards``), like the receipts' (``db_guards.APPEND_ONLY_TABLES``).
 APPEND_ONLY_RECORD_TABLES = ("verification_finding", "verification_findingevent", "verification_event")

@@ -163,7 +163,7 @@ def contracted_task(api: Api, cast: Cast, rubric: dict[str, Any] | None = None, 
 
 
 @pytest.fixture
-def engine(transactional_db: None, signing_key: Any) -> Iterator[str]:
+def engine(transactional_db: None, signing_key: Any) -> Iterator[str]:  # noqa: F811 - the fixture
     """Who runs the verifications: with CELERY_BROKER_URL set (CI's second pass), a real Celery worker consuming from
     the broker in this process (its own thread and database connection); otherwise the embedded eager default."""
     if not os.environ.get("CELERY_BROKER_URL"):

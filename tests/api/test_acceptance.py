@@ -125,7 +125,8 @@ def test_an_external_verifier_that_claimed_the_task_is_refused_as_self_verificat
     assert api.post(f"/v1/tasks/{task_id}/claims", {}, caller=cast.external).status_code == 201
     view = submit(api, cast.external, {"task": task_id,
                                        "results": [{"criterion": "ext-scan", "verdict": "FAIL", "detail": "2 issues"}]})
-    assert (view["reason"], view["flag_reason"]) == ("worker-self-verification", "needs_review: worker-self-verification")
+    assert view["reason"] == "worker-self-verification"
+    assert view["flag_reason"] == "needs_review: worker-self-verification"
 
 
 def test_a_claimed_deterministic_authority_on_an_imported_result_is_no_pass(api: Api, cast: Cast) -> None:

@@ -23,7 +23,7 @@ def task_id(signing_key: Any, api: Api, cast: Cast) -> str:
     return contracted_task(api, cast)
 
 
-# --- malformed bodies --------------------------------------------------------------------------------------------------
+# --- malformed bodies -------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_wrong_types_are_invalid_requests_not_coerced(api: Api, cast: Cast, task
     assert_error(api.post("/v1/evidence", naive, caller=cast.collector), 400, "invalid-request")
 
 
-@pytest.mark.parametrize("value", ["not base64!", "QUJD=", "QUJ", "QU JD", "4oCU"[:3], "QUJDRA==\n"])
+@pytest.mark.parametrize("value", ["not base64!", "QUJD=", "QUJ", "QU JD", "QR==", "QUJDRA==\n", "QUJD\u00e9"])
 def test_bad_base64_is_refused(api: Api, cast: Cast, task_id: str, value: str) -> None:
     assert_error(api.post("/v1/evidence", {"content_base64": value}, caller=cast.collector), 400, "bad-base64")
     body = {"task": task_id, "evidence": [{"symbol": "notes", "content_base64": value}]}
@@ -116,10 +116,12 @@ def test_an_inline_item_over_the_documented_size_is_refused(api: Api, cast: Cast
     assert exactly.status_code == 201 and exactly.json()["size"] == limit
 
 
-# --- transport ----------------------------------------------------------------------------------------------------------
+# --- transport --------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]
+)
 def test_a_body_that_is_not_json_is_unsupported(api: Api, cast: Cast, content_type: str) -> None:
     response = api.post("/v1/tasks", raw=b'{"title": "t"}', content_type=content_type, caller=cast.owner)
     assert_error(response, 415, "unsupported-media-type")
@@ -148,7 +150,7 @@ def test_answers_are_never_cached(api: Api, cast: Cast) -> None:
     assert api.post("/v1/tasks", {}, caller=cast.owner)["Cache-Control"] == "private, no-store"
 
 
-# --- unknown ids -------------------------------------------------------------------------------------------------------
+# --- unknown ids ------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ident", [UNKNOWN_UUID, "not-a-uuid", "%00"])
@@ -183,7 +185,7 @@ def test_unknown_paths_under_v1_are_json_404s(api: Api, cast: Cast) -> None:
         assert error["details"]["path"] == path
 
 
-# --- refusals by the rules -----------------------------------------------------------------------------------------------
+# --- refusals by the rules --------------------------------------------------------------------------------------------
 
 
 def test_an_obligation_that_cannot_fail_is_refused_with_its_sub_reason(api: Api, cast: Cast) -> None:
@@ -266,7 +268,7 @@ def test_an_agent_cannot_bring_an_imported_result(api: Api, cast: Cast, task_id:
     assert_error(api.post("/v1/verifications", body, caller=cast.agent), 403, "actor-cannot-author-result")
 
 
-# --- a true bug -----------------------------------------------------------------------------------------------------------
+# --- a true bug -------------------------------------------------------------------------------------------------------
 
 
 def test_a_bug_is_a_logged_500_of_the_same_shape(

@@ -28,7 +28,6 @@ from tests.api.conftest import (
     assert_error,
     b64,
     contracted_task,
-    digest_rubric,
 )
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import sha256_digest
@@ -243,7 +242,7 @@ def test_an_imported_result_arrives_in_time_and_a_late_one_is_refused(signing_ke
     assert read["status"] == "succeeded" and read["determination"] == "not_met"
 
 
-def test_only_an_external_verifiers_token_may_deliver_an_imported_result(signing_key: Any, api: Api, cast: Cast) -> None:
+def test_only_an_external_verifiers_token_may_deliver_an_imported_result(api: Api, cast: Cast) -> None:
     rubric = {"name": "scan", "criteria": [{"id": "scan", "kind": "imported", "deadline_seconds": 60}]}
     task_id = contracted_task(api, cast, rubric)
     verification = api.post("/v1/verifications", {"task": task_id}, caller=cast.agent).json()

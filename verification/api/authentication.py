@@ -31,7 +31,7 @@ SESSION_READ_PERMISSION: Final = "reviewportal.view_history"
 class ApiCredentials:
     """``request.auth`` of an authenticated API request."""
 
-    actor: Any  # verification.models.Actor (None only for a session user who has no actor record yet)
+    actor: Any  # verification.models.Actor; None for a portal session (reads only)
     token: Any  # verification.models.ApiToken, or None for a session
     scopes: frozenset[str]
     via: str  # "token" or "session"
@@ -86,14 +86,6 @@ class BearerTokenAuthentication(BaseAuthentication):
         return WWW_AUTHENTICATE
 
 
-def session_actor(user: Any) -> Any:
-    """The human actor of a portal user, or None when none is recorded (the services create it on first need)."""
-    from verification import selectors
-
-    finder = getattr(selectors, "actor_for_user", None)
-    return finder(user) if finder is not None else None
-
-
 class PortalSessionAuthentication(SessionAuthentication):
     """A logged-in portal user with a role may use the read endpoints (``SESSION_SCOPES``); CSRF for the rest."""
 
@@ -103,4 +95,5 @@ class PortalSessionAuthentication(SessionAuthentication):
             return None
         user = found[0]
         scopes = SESSION_SCOPES if user.has_perm(SESSION_READ_PERMISSION) else frozenset()
-        return user, ApiCredentials(actor=session_actor(user), token=None, scopes=scopes, via="session")
+        # Sessions only read (SESSION_SCOPES), and no read depends on who reads: no actor is looked up or created.
+        return user, ApiCredentials(actor=None, token=None, scopes=scopes, via="session")

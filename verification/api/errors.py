@@ -38,7 +38,7 @@ NO_STORE: Final = "private, no-store"
 #: The challenge of every 401 (RFC 6750): the API authenticates with bearer tokens.
 WWW_AUTHENTICATE: Final = 'Bearer realm="reviewportal"'
 
-#: The status of a refusal by reason, where it is not 400 (the default for a refusal by a rule).
+#: The status of a refusal by its code; a code not listed answers 400 from the API layer, 422 from a domain rule.
 STATUS_BY_REASON: Final[Mapping[Reason, int]] = {
     Reason.NOT_AUTHENTICATED: 401,
     Reason.PERMISSION_DENIED: 403,

@@ -134,6 +134,10 @@ class Reason(StrEnum):
     UNKNOWN_SCOPE = "unknown-scope"
     NOT_AWAITING_EVIDENCE = "not-awaiting-evidence"
     RUN_FAILED = "run-failed"
+    # --- the reviewer queue (issue 5) ------------------------------------------------------------------------
+    REVIEW_LEASE_NOT_HELD = "review-lease-not-held"
+    ALREADY_DECIDED = "already-decided"
+    NOT_IN_REVIEW_QUEUE = "not-in-review-queue"
 
     # --- anti-gaming rails (§9) ------------------------------------------------------------------
     WORKER_SELF_VERIFICATION = "worker-self-verification"
@@ -256,6 +260,9 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.UNKNOWN_SCOPE: "A token scope that does not exist was requested.",
     Reason.NOT_AWAITING_EVIDENCE: "This verification is not waiting for more evidence (it met its contract or was superseded).",
     Reason.RUN_FAILED: "The run failed operationally after its last attempt; it has no determination and no receipt.",
+    Reason.REVIEW_LEASE_NOT_HELD: "You do not hold this item: its lease ran out, was released, or another reviewer holds it; claim it first.",
+    Reason.ALREADY_DECIDED: "A person has already decided this verification; that decision receipt stands.",
+    Reason.NOT_IN_REVIEW_QUEUE: "This verification is not in the review queue: it is not flagged, was decided or superseded, or waits for evidence.",
     Reason.WORKER_SELF_VERIFICATION: "An actor who claimed the task in this cycle cannot verify it.",
     Reason.UNNAMED_ACTOR: "An actor without an authenticated identity never counts as distinct.",
     Reason.STALE_CYCLE: "An approval from an earlier cycle does not count after a reopen.",

@@ -21,12 +21,13 @@ VERIFICATION_FINISHED: Final = "verification.finished"  # a receipt gave it a de
 VERIFICATION_PENDING: Final = "verification.pending"  # a receipt was issued with a PENDING check deciding the fold
 VERIFICATION_FAILED: Final = "verification.failed"  # operational failure after the last attempt (no receipt)
 VERIFICATION_DECIDED: Final = "verification.decided"  # a person's decision (emitted by the review issue)
+EVIDENCE_REQUESTED: Final = "verification.evidence_requested"  # a reviewer asked for more evidence (issue 5)
 RESULT_RECEIVED: Final = "result.received"  # a semantic or imported result arrived for a pending criterion
 FINDING_RAISED: Final = "finding.raised"
 
 KINDS: Final = frozenset(
     {VERIFICATION_FINISHED, VERIFICATION_PENDING, VERIFICATION_FAILED, VERIFICATION_DECIDED, RESULT_RECEIVED,
-     FINDING_RAISED}
+     FINDING_RAISED, EVIDENCE_REQUESTED}
 )
 
 

@@ -1,0 +1,257 @@
+"""The reviewer queue's pages (issue 5): thin views, one access decorator each, one service call, a render.
+
+Every page works without JavaScript: htmx only swaps the queue list in place (``request.htmx``: the list fragment,
+otherwise the whole page) and every ``hx-get`` has an ``href`` or a form action.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Final
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from reviewportal.portal.access import can_decide, reader_required, reviewer_required
+from verification import review_selectors
+from verification.errors import ServiceError
+from verification.kernel.errors import KernelError
+from verification.kernel.reasons import Reason, explain
+from verification.models import ReviewAction, Verification
+from verification.selectors import verification_get
+from verification.services import reviews
+
+logger = logging.getLogger(__name__)
+csp_logger = logging.getLogger("reviewportal.csp")
+
+#: The largest CSP violation report read (browsers send a few hundred bytes).
+MAX_CSP_REPORT_BYTES: Final = 16 * 1024
+AGE_FILTERS: Final = (("", "any age"), ("1h", "older than 1 hour"), ("1d", "older than 1 day"), ("7d", "older than 7 days"))
+
+
+def _verification_or_404(verification_id: Any) -> Verification:
+    verification = verification_get(verification_id)
+    if verification is None:
+        raise Http404("no such verification")
+    return verification
+
+
+def _refusal(exc: KernelError) -> dict[str, str]:
+    """A refusal in plain words: the code, its registered sentence, and the specific detail (SPEC §11)."""
+    return {"code": exc.reason.value, "text": explain(exc.reason), "detail": exc.detail}
+
+
+def _status_of(exc: KernelError) -> int:
+    if isinstance(exc, ServiceError):
+        return exc.http_status
+    if exc.reason is Reason.PERMISSION_DENIED:
+        return 403
+    return 422
+
+
+# --- the queue -------------------------------------------------------------------------------------------------------
+
+
+@require_GET
+@reader_required
+def queue(request: HttpRequest) -> HttpResponse:
+    """The queue page, or (for htmx: the filter form and the 10-second poll) only its ``#queue`` list."""
+    now = timezone.now()
+    filters = {name: request.GET.get(name, "").strip() for name in sorted(review_selectors.QUEUE_FILTERS)}
+    cursor = request.GET.get("cursor", "").strip() or None
+    error = None
+    try:
+        page = review_selectors.queue_page(
+            now=now, filters=filters, cursor=cursor, limit=settings.REVIEWPORTAL_QUEUE_PAGE_SIZE
+        )
+    except KernelError as exc:
+        error = _refusal(exc)
+        filters, cursor = dict.fromkeys(filters, ""), None
+        page = review_selectors.queue_page(now=now, filters={}, cursor=None, limit=settings.REVIEWPORTAL_QUEUE_PAGE_SIZE)
+    query = {k: v for k, v in filters.items() if v}
+    context = {
+        "page": page,
+        "filters": filters,
+        "query": query,
+        "cursor": cursor,
+        "error": error,
+        "now": now,
+        "can_decide": can_decide(request.user),
+        "reasons": [(code, explain(Reason(code))) for code, _ in page.counts],
+        "all_reasons": sorted(r.value for r in Reason),
+        "authorities": review_selectors.AUTHORITIES,
+        "ages": AGE_FILTERS,
+    }
+    htmx = getattr(request, "htmx", None)
+    if htmx and not htmx.history_restore_request:
+        return render(request, "portal/_queue_list.html", context, status=400 if error else 200)
+    return render(request, "portal/queue.html", context, status=400 if error else 200)
+
+
+@require_POST
+@reviewer_required
+def claim_next(request: HttpRequest) -> HttpResponse:
+    """"Next item": claim the first unclaimed item with a lease and open it."""
+    verification = reviews.review_claim_next(user=request.user)
+    if verification is None:
+        messages.info(request, "Nothing left to claim: every queue item is decided or held by a reviewer.")
+        return redirect("portal:queue")
+    return redirect("portal:review", verification_id=verification.pk)
+
+
+@require_GET
+@reader_required
+def awaiting(request: HttpRequest) -> HttpResponse:
+    """Items a reviewer sent back for more evidence, and what the new evidence brought (issue 5 §3)."""
+    return render(request, "portal/awaiting.html", {"items": review_selectors.awaiting_evidence_items()})
+
+
+# --- one item --------------------------------------------------------------------------------------------------------
+
+
+def _review_context(request: HttpRequest, verification: Verification, **extra: Any) -> dict[str, Any]:
+    now = timezone.now()
+    view = review_selectors.review_view(verification, now=now)
+    lease = view.lease
+    holds = lease is not None and lease.holder_id == request.user.pk
+    context = {
+        "view": view,
+        "verification": verification,
+        "now": now,
+        "can_decide": can_decide(request.user),
+        "holds": holds,
+        "lease": lease,
+        "lease_seconds": reviews.lease_duration().total_seconds(),
+        "renew_every": max(15, int(reviews.lease_duration().total_seconds() // 3)),
+        "request_key": reviews.new_request_key(),
+        "form": {"verdict": "", "rationale": "", "cited": []},
+        "refusal": None,
+        "actions": [(a.value, a.label) for a in ReviewAction],
+    }
+    context.update(extra)
+    return context
+
+
+@require_GET
+@reader_required
+def review(request: HttpRequest, verification_id: str) -> HttpResponse:
+    verification = _verification_or_404(verification_id)
+    return render(request, "portal/review.html", _review_context(request, verification))
+
+
+@require_POST
+@reviewer_required
+def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
+    verification = _verification_or_404(verification_id)
+    try:
+        reviews.review_claim(user=request.user, verification=verification)
+    except KernelError as exc:
+        refusal = _refusal(exc)
+        messages.error(request, f"{refusal['code']}: {refusal['text']} {refusal['detail']}".strip())
+    return redirect("portal:review", verification_id=verification.pk)
+
+
+@require_POST
+@reviewer_required
+def release(request: HttpRequest, verification_id: str) -> HttpResponse:
+    verification = _verification_or_404(verification_id)
+    if reviews.review_release(user=request.user, verification=verification):
+        messages.info(request, "Released: the item is back in the queue for others.")
+    return redirect("portal:queue")
+
+
+@require_POST
+@reviewer_required
+@never_cache
+def renew(request: HttpRequest, verification_id: str) -> JsonResponse:
+    """Called by static/js/portal.js while the review page is open: extend the lease (JSON)."""
+    verification = _verification_or_404(verification_id)
+    try:
+        lease = reviews.review_renew(user=request.user, verification=verification)
+    except KernelError as exc:
+        refusal = _refusal(exc)
+        return JsonResponse(
+            {"code": refusal["code"], "message": f"{refusal['text']} {refusal['detail']}".strip()},
+            status=_status_of(exc),
+        )
+    expires = timezone.localtime(lease.expires_at)
+    return JsonResponse(
+        {"expires_at": lease.expires_at.isoformat(), "expires_at_display": expires.strftime("%H:%M:%S %Z")}
+    )
+
+
+@require_POST
+@reviewer_required
+def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
+    """PASS, FAIL or "needs more evidence", with a rationale (and, for a PASS, the evidence relied on)."""
+    verification = _verification_or_404(verification_id)
+    form = {
+        "verdict": request.POST.get("verdict", ""),
+        "rationale": request.POST.get("rationale", ""),
+        "cited": request.POST.getlist("cited_evidence"),
+    }
+    request_key = request.POST.get("request_key", "")
+    try:
+        decision = reviews.review_decide(
+            user=request.user,
+            verification=verification,
+            verdict=form["verdict"],
+            rationale=form["rationale"],
+            cited_evidence_ids=form["cited"],
+            request_key=request_key,
+        )
+    except KernelError as exc:
+        context = _review_context(request, verification, form=form, refusal=_refusal(exc))
+        if exc.reason is not Reason.INVALID_REQUEST:
+            context["request_key"] = request_key or context["request_key"]  # unused: the same form may try again
+        return render(request, "portal/review.html", context, status=_status_of(exc))
+    if decision.action == ReviewAction.MORE_EVIDENCE:
+        messages.success(request, "Sent back for more evidence: it leaves the queue until new evidence is re-run.")
+    else:
+        messages.success(request, f"Decided {decision.action}: a signed decision receipt supersedes the head.")
+    return redirect(reverse("portal:review", kwargs={"verification_id": verification.pk}) + "#decision")
+
+
+# --- the Content-Security-Policy's report endpoint, and a test-only canary ------------------------------------------
+
+
+@csrf_exempt
+@require_POST
+def csp_report(request: HttpRequest) -> HttpResponseBase:
+    """Browsers report CSP violations here (``report-uri``); each is logged as a warning. Never an error page."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_CSP_REPORT_BYTES:
+        return HttpResponse(status=413)
+    raw = request.read(MAX_CSP_REPORT_BYTES + 1)[:MAX_CSP_REPORT_BYTES]
+    try:
+        report = json.loads(raw.decode("utf-8")).get("csp-report", {})
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        report = {}
+    if not isinstance(report, dict):
+        report = {}
+    csp_logger.warning(
+        "csp violation: %s blocked %s on %s",
+        str(report.get("violated-directive") or report.get("effective-directive") or "?")[:200],
+        str(report.get("blocked-uri") or "?")[:200],
+        str(report.get("document-uri") or "?")[:200],
+    )
+    return HttpResponse(status=204)
+
+
+@require_GET
+def csp_canary(request: HttpRequest) -> HttpResponse:
+    """Test-only (routed under ``settings.TESTING`` alone): a page with an inline script the CSP must block."""
+    if not settings.TESTING:
+        raise Http404
+    return render(request, "portal/testing/csp_canary.html")
