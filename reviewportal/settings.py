@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from pathlib import Path
 
 from csp.constants import NONE, SELF
 
@@ -73,6 +74,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL;",
     }
+elif env_bool("REVIEWPORTAL_DB_PREPARED_STATEMENTS", default=True):
+    # PostgreSQL: let psycopg prepare the statements that ask for it (the receipt hot path, services/receipts.py:
+    # planning them costs more than running them). Django's own queries bind client-side and are never prepared.
+    # Set 0 behind a pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -210,6 +216,20 @@ REVIEWPORTAL_LEASE_SECONDS = _env_int("REVIEWPORTAL_LEASE_SECONDS", default=900,
 #: Rows per queue page (keyset pagination).
 REVIEWPORTAL_QUEUE_PAGE_SIZE = 50
 
+# The admin pages and the continuous audit (README: Admin and audit).
+#: Where the audit appends its signed tree heads: a file outside the database on purpose (SPEC §8). Unset: the
+#: file ``checkpoints.log`` in the var dir (resolved when used); a relative path is taken from the repository root.
+_checkpoint_log = env_str("REVIEWPORTAL_CHECKPOINT_LOG")
+REVIEWPORTAL_CHECKPOINT_LOG = (
+    None
+    if _checkpoint_log is None
+    else str(Path(_checkpoint_log) if Path(_checkpoint_log).is_absolute() else REPO_ROOT / _checkpoint_log)
+)
+#: How often Celery beat runs the audit (``celery -A reviewportal beat``); ``manage.py audit_chains`` runs it by hand.
+REVIEWPORTAL_AUDIT_INTERVAL_SECONDS = _env_int("REVIEWPORTAL_AUDIT_INTERVAL_SECONDS", default=3600, minimum=60)
+#: Rows per page of the security log and the evidence list.
+REVIEWPORTAL_ADMIN_PAGE_SIZE = 50
+
 # --- i18n / time -----------------------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -294,6 +314,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_ENABLE_UTC = True
+# The continuous audit (verification.tasks.audit_chains: it only calls services.audit.audit_run).
+CELERY_BEAT_SCHEDULE = {
+    "audit-chains": {"task": "verification.audit_chains", "schedule": float(REVIEWPORTAL_AUDIT_INTERVAL_SECONDS)},
+}
 
 # --- logging ---------------------------------------------------------------------------------------------------------
 LOGGING = {

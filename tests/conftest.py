@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -66,8 +65,9 @@ def _broker_missing() -> str | None:
 
 
 def _browser_missing() -> str | None:
-    if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
-        return "needs Chromium: apt-get install chromium"
+    # tests/browser launch Debian's Chromium at this path (never a browser downloaded by `playwright install`).
+    if not Path("/usr/bin/chromium").exists():
+        return "needs Chromium at /usr/bin/chromium: apt-get install chromium"
     if importlib.util.find_spec("playwright") is None:
         return "needs Playwright: pip install playwright"
     return None

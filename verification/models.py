@@ -733,3 +733,132 @@ post_migrate.connect(_reinstall_guards, dispatch_uid="verification.models.append
 
 # SQLite needs the purge function on every connection, and the triggers re-checked after each migrate.
 db_guards.connect_signals()
+
+
+# === The security log and the continuous audit (issue 7 §4, §5; SPEC §8 "External checkpoints") ===================
+
+
+class SecurityEventKind(models.TextChoices):
+    """What the security log records (issue 7 §4)."""
+
+    LOGIN = "login", "login"
+    LOGIN_FAILED = "login-failed", "failed login"
+    LOGIN_LOCKED_OUT = "login-locked-out", "login locked out"
+    LOGOUT = "logout", "logout"
+    CLAIM = "claim", "review claim"
+    RELEASE = "release", "review release"
+    DECISION = "decision", "review decision"
+    KEY_CREATE = "key-create", "signing key created"
+    KEY_ROTATE = "key-rotate", "signing key rotated"
+    KEY_PIN = "key-pin", "key pinned"
+    KEY_UNPIN = "key-unpin", "key unpinned"
+    KEY_REVOKE = "key-revoke", "key revoked"
+    TOKEN_ISSUE = "token-issue", "API token issued"
+    TOKEN_REVOKE = "token-revoke", "API token revoked"
+    ACTOR_CREATE = "actor-create", "actor created"
+    USER_CREATE = "user-create", "user created"
+    USER_ROLES = "user-roles", "user roles set"
+    USER_DEACTIVATE = "user-deactivate", "user deactivated"
+    USER_REACTIVATE = "user-reactivate", "user reactivated"
+    REDACTION = "evidence-redact", "evidence redacted"
+    FINDING_ACKNOWLEDGE = "finding-acknowledge", "finding acknowledged"
+    FINDING_CLOSE = "finding-close", "finding closed"
+    AUDIT_FINDING = "audit-finding", "audit raised a finding"
+
+
+class SecurityLogEntry(AppendOnlyModel):
+    """One security-relevant event (issue 7 §4). Append-only in code and in the database, like receipts.
+
+    ``actor_label`` is who did it as recorded at the time (``user: <name>``, ``system: <command>``, or the username a
+    failed login tried); ``target`` what it concerned (a key id, a username, a verification or evidence id).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=32, db_index=True)  # a SecurityEventKind (no choices: no migration per kind)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200)
+    target = models.CharField(max_length=300, blank=True, default="", db_index=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ("-id",)
+        verbose_name_plural = "security log entries"
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor_label} at {self.created_at.isoformat()}"
+
+
+class AuditLeaf(AppendOnlyModel):
+    """A position in the audit's RFC 6962 Merkle tree over all receipts (issue 7 §5; SPEC §8).
+
+    A receipt gets the next position the first time an audit sees it, and keeps it: leaves are only ever appended,
+    so each tree extends the last. Within one audit, new receipts are taken in (signed ``created_at``, verification
+    id, seq) order. The leaf's data is the 32 bytes of the content hash of the receipt found *now* at
+    (``verification``, ``seq``); ``content_hash`` is what was there when the position was assigned (a diagnostic).
+    """
+
+    position = models.PositiveBigIntegerField(primary_key=True)
+    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="+")
+    seq = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=HEX64_MAX)
+    added_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("position",)
+        constraints = [models.UniqueConstraint(fields=["verification", "seq"], name="auditleaf_unique_receipt")]
+
+    def __str__(self) -> str:
+        return f"leaf {self.position}: {self.verification_id} seq {self.seq}"
+
+
+class AuditRun(AppendOnlyModel):
+    """One run of the continuous audit, recorded when it ends (``services.audit.audit_run``)."""
+
+    id = models.BigAutoField(primary_key=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    chains = models.PositiveIntegerField(default=0)
+    receipts = models.PositiveBigIntegerField(default=0)
+    tree_size = models.PositiveBigIntegerField(default=0)
+    root_hash = models.CharField(max_length=HEX64_MAX, blank=True, default="")
+    checkpoint_size = models.PositiveBigIntegerField(null=True, blank=True)  # the last trusted checkpoint's
+    consistent = models.BooleanField(null=True)  # None: there was no trusted checkpoint to compare with
+    checkpoint_written = models.BooleanField(default=False)
+    ok = models.BooleanField(default=True)
+    problems = models.JSONField(default=list)  # [{kind, code, refs, detail}] found by this run
+    findings_raised = models.PositiveIntegerField(default=0)  # new findings (the rest were already on record)
+
+    class Meta:
+        ordering = ("-id",)
+
+    def __str__(self) -> str:
+        return f"audit {self.id} ({'ok' if self.ok else 'problems'})"
+
+
+#: The append-only tables of this block; their guards are installed by their migration and re-checked after every
+#: migrate, like the others.
+AUDIT_APPEND_ONLY_TABLES = ("verification_securitylogentry", "verification_auditleaf", "verification_auditrun")
+
+
+def _reinstall_audit_guards(sender: object, using: str = "default", **kwargs: object) -> None:
+    from django.db import connections
+
+    if getattr(sender, "label", None) == "verification":
+        db_guards.install_guards(connections[using], AUDIT_APPEND_ONLY_TABLES)
+
+
+post_migrate.connect(_reinstall_audit_guards, dispatch_uid="verification.models.audit_records")
+
+
+def _connect_security_log() -> None:
+    """The security log listens to sign-ins, the pin log, tokens, decisions and finding events (issue 7 §4)."""
+    from verification.services import security_log  # late: it imports the models above
+
+    security_log.connect_signals()
+
+
+_connect_security_log()

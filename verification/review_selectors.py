@@ -98,6 +98,27 @@ def lease_free(now: datetime) -> Q:
     )
 
 
+def queue_rank() -> Case:
+    """The queue's order as one expression over the head columns (issue 5 §2), without ``now`` so that it can be
+    indexed (migration 0007's partial expression index serves ORDER BY rank, submitted_at, id). A PENDING head is in
+    the queue only once its deadline passed, when it reads as its expiry verdict (UNKNOWN unless the rubric says
+    otherwise), so it ranks with UNKNOWN."""
+    return Case(
+        When(verdict=Verdict.MISMATCH.value, then=Value(RANK_MISMATCH)),
+        When(reason=Reason.SEMANTIC_CITED_CONFLICT.value, then=Value(RANK_CITED_CONFLICT)),
+        When(verdict__in=[Verdict.UNKNOWN.value, Verdict.PENDING.value], then=Value(RANK_UNKNOWN)),
+        When(verdict=Verdict.NOT_RUN.value, then=Value(RANK_NOT_RUN)),
+        default=Value(RANK_OTHER),
+        output_field=IntegerField(),
+    )
+
+
+#: The rows the queue index covers: every head that can be in the queue at some ``now``.
+QUEUE_INDEX_CONDITION: Final = Q(verdict__isnull=False, human_decided=False) & (
+    Q(flagged=True) | Q(verdict=Verdict.PENDING.value)
+)
+
+
 def queue_items(*, now: datetime) -> QuerySet[Verification]:
     """The reviewer queue at ``now``, in queue order, annotated with ``queue_reason`` and ``queue_rank``.
 
@@ -106,20 +127,14 @@ def queue_items(*, now: datetime) -> QuerySet[Verification]:
     expired = _expired_pending(now)
     return (
         review_queue(now=now)
+        .filter(QUEUE_INDEX_CONDITION)  # implied by review_queue; stated so the planner sees the partial index applies
         .filter(~_superseded(), ~_evidence_requested())
         .annotate(
             queue_reason=Case(
                 When(expired, then=Value(Reason.PENDING_EXPIRED.value)),
                 default=Coalesce(F("reason"), Value("")),
             ),
-            queue_rank=Case(
-                When(verdict=Verdict.MISMATCH.value, then=Value(RANK_MISMATCH)),
-                When(reason=Reason.SEMANTIC_CITED_CONFLICT.value, then=Value(RANK_CITED_CONFLICT)),
-                When(Q(verdict=Verdict.UNKNOWN.value) | expired, then=Value(RANK_UNKNOWN)),
-                When(verdict=Verdict.NOT_RUN.value, then=Value(RANK_NOT_RUN)),
-                default=Value(RANK_OTHER),
-                output_field=IntegerField(),
-            ),
+            queue_rank=queue_rank(),
         )
         .order_by("queue_rank", "submitted_at", "id")
     )
@@ -138,7 +153,9 @@ def _bad(detail: str) -> ServiceError:
     return ServiceError(Reason.INVALID_REQUEST, detail)
 
 
-def filter_queue(queryset: QuerySet[Verification], filters: Mapping[str, str], *, now: datetime) -> QuerySet[Verification]:
+def filter_queue(
+    queryset: QuerySet[Verification], filters: Mapping[str, str], *, now: datetime
+) -> QuerySet[Verification]:
     """Apply the queue's filters: ``reason`` (a registry code), ``authority`` (the chain holds a check or result of
     that authority), ``age`` (older than 1h, 1d or 7d), ``subject`` (a task id, or text in its title or reference).
     Empty values are ignored; anything else is ``invalid-request``."""
@@ -157,7 +174,8 @@ def filter_queue(queryset: QuerySet[Verification], filters: Mapping[str, str], *
             raise _bad(f"authority is one of {', '.join(AUTHORITIES)}")
         # Canonical JSON (RFC 8785) has no spaces: every check, result and issuer of that authority reads so.
         marker = f'"authority":"{authority}"'
-        queryset = queryset.filter(Exists(Receipt.objects.filter(verification=OuterRef("pk"), envelope__contains=marker)))
+        marked = Receipt.objects.filter(verification=OuterRef("pk"), envelope__contains=marker)
+        queryset = queryset.filter(Exists(marked))
     age = (filters.get("age") or "").strip()
     if age:
         if age not in AGES:
@@ -220,6 +238,15 @@ class QueueRow:
     def rank_name(self) -> str:
         return RANK_NAMES[self.rank]
 
+    @property
+    def age_text(self) -> str:
+        seconds = int(self.age.total_seconds())
+        if seconds < 3600:
+            return f"{seconds // 60} min"
+        if seconds < 86400:
+            return f"{seconds // 3600} h"
+        return f"{seconds // 86400} d"
+
 
 @dataclass(frozen=True)
 class QueuePage:
@@ -236,12 +263,16 @@ def _explain(code: str) -> str:
         return ""
 
 
+def _head_hash() -> Subquery:
+    return Subquery(Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values("content_hash")[:1])
+
+
 def _heads(page: Sequence[Verification]) -> dict[uuid.UUID, Mapping[str, Any]]:
-    """The signed payloads of the heads of ``page``: one query whatever the page's length."""
-    hashes = [h for h in (getattr(v, "head_hash", None) for v in page) if h]
-    if not hashes:
+    """The signed payloads of the heads of ``page``: one query whatever the page holds."""
+    if not page:
         return {}
-    rows = Receipt.objects.filter(content_hash__in=hashes).values_list("verification_id", "envelope")
+    heads = Verification.objects.filter(pk__in=[v.pk for v in page]).annotate(head=_head_hash()).values("head")
+    rows = Receipt.objects.filter(content_hash__in=heads).values_list("verification_id", "envelope")
     out: dict[uuid.UUID, Mapping[str, Any]] = {}
     for verification_id, envelope in rows:
         payload = loads_strict(envelope).get("payload")
@@ -277,8 +308,6 @@ def queue_page(
     """
     base = queue_items(now=now)
     queryset = filter_queue(base, filters, now=now).select_related("task", "review_lease", "review_lease__holder")
-    head = Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values("content_hash")[:1]
-    queryset = queryset.annotate(head_hash=Subquery(head))
     if cursor:
         at = Cursor.decode(cursor)
         queryset = queryset.filter(
@@ -568,7 +597,8 @@ def _evidence(
         evidence_id = str(evidence.pk)
         redacted = evidence.redacted_at is not None
         content = None if redacted else storage.read(evidence.digest)
-        entry: IntegrityEntry = recheck([StoredItem(evidence_id, evidence.digest, content, redacted=redacted)]).entries[0]
+        stored = StoredItem(evidence_id, evidence.digest, content, redacted=redacted)
+        entry: IntegrityEntry = recheck([stored]).entries[0]
         if redacted:
             accessibility = Accessibility.REDACTED
         else:
@@ -586,7 +616,8 @@ def _evidence(
             answer = independence.get(question) or {}
             value = answer.get("value")
             shown = "unknown" if value is None else ("yes" if value else "no")
-            basis.append(f"{question.replace('_', ' ')}: {shown} ({', '.join(answer.get('basis') or []) or 'no basis'})")
+            grounds = ", ".join(answer.get("basis") or []) or "no basis"
+            basis.append(f"{question.replace('_', ' ')}: {shown} ({grounds})")
         text = artifact_text(content) if entry.recomputed == evidence.digest else None
         if text is not None:
             texts[evidence_id] = text

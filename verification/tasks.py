@@ -89,3 +89,12 @@ def verification_run(self: Any, verification_id: str) -> str | None:
         _failed(verification_id, exc)
         return None
     return receipt.content_hash if receipt is not None else None
+
+
+@shared_task(name="verification.audit_chains", acks_late=True, reject_on_worker_lost=True)
+def audit_chains() -> dict[str, Any]:
+    """The continuous audit on Celery beat (``CELERY_BEAT_SCHEDULE["audit-chains"]``): only calls
+    ``services.audit.audit_run`` (idempotent: a redelivered run raises no finding twice) and returns its summary."""
+    from verification.services.audit import audit_run
+
+    return audit_run().summary()

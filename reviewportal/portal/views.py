@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -34,7 +35,13 @@ csp_logger = logging.getLogger("reviewportal.csp")
 
 #: The largest CSP violation report read (browsers send a few hundred bytes).
 MAX_CSP_REPORT_BYTES: Final = 16 * 1024
-AGE_FILTERS: Final = (("", "any age"), ("1h", "older than 1 hour"), ("1d", "older than 1 day"), ("7d", "older than 7 days"))
+REASON_CODES: Final = frozenset(r.value for r in Reason)
+AGE_FILTERS: Final = (
+    ("", "any age"),
+    ("1h", "older than 1 hour"),
+    ("1d", "older than 1 day"),
+    ("7d", "older than 7 days"),
+)
 
 
 def _verification_or_404(verification_id: Any) -> Verification:
@@ -68,16 +75,28 @@ def queue(request: HttpRequest) -> HttpResponse:
     filters = {name: request.GET.get(name, "").strip() for name in sorted(review_selectors.QUEUE_FILTERS)}
     cursor = request.GET.get("cursor", "").strip() or None
     error = None
+    limit = settings.REVIEWPORTAL_QUEUE_PAGE_SIZE
     try:
-        page = review_selectors.queue_page(
-            now=now, filters=filters, cursor=cursor, limit=settings.REVIEWPORTAL_QUEUE_PAGE_SIZE
-        )
+        page = review_selectors.queue_page(now=now, filters=filters, cursor=cursor, limit=limit)
     except KernelError as exc:
         error = _refusal(exc)
         filters, cursor = dict.fromkeys(filters, ""), None
-        page = review_selectors.queue_page(now=now, filters={}, cursor=None, limit=settings.REVIEWPORTAL_QUEUE_PAGE_SIZE)
+        page = review_selectors.queue_page(now=now, filters={}, cursor=None, limit=limit)
     query = {k: v for k, v in filters.items() if v}
+    here = reverse("portal:queue")
     context = {
+        "self_url": f"{here}?{urlencode({**query, **({'cursor': cursor} if cursor else {})})}",
+        "next_url": f"{here}?{urlencode({**query, 'cursor': page.next_cursor})}" if page.next_cursor else None,
+        "first_url": f"{here}?{urlencode(query)}" if cursor else None,
+        "count_links": [
+            (
+                code,
+                n,
+                explain(Reason(code)) if code in REASON_CODES else "",
+                f"{here}?{urlencode({**query, 'reason': code})}",
+            )
+            for code, n in page.counts
+        ],
         "page": page,
         "filters": filters,
         "query": query,
@@ -85,15 +104,15 @@ def queue(request: HttpRequest) -> HttpResponse:
         "error": error,
         "now": now,
         "can_decide": can_decide(request.user),
-        "reasons": [(code, explain(Reason(code))) for code, _ in page.counts],
-        "all_reasons": sorted(r.value for r in Reason),
+        # The reasons in the queue now (and the one filtered on): a filter that can match something.
+        "reason_options": sorted({code for code, _ in page.counts} | ({filters["reason"]} - {""})),
         "authorities": review_selectors.AUTHORITIES,
         "ages": AGE_FILTERS,
     }
     htmx = getattr(request, "htmx", None)
     if htmx and not htmx.history_restore_request:
-        return render(request, "portal/_queue_list.html", context, status=400 if error else 200)
-    return render(request, "portal/queue.html", context, status=400 if error else 200)
+        return render(request, "portal/_queue_list.html", context)
+    return render(request, "portal/queue.html", context)
 
 
 @require_POST
@@ -212,7 +231,10 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
         context = _review_context(request, verification, form=form, refusal=_refusal(exc))
         if exc.reason is not Reason.INVALID_REQUEST:
             context["request_key"] = request_key or context["request_key"]  # unused: the same form may try again
-        return render(request, "portal/review.html", context, status=_status_of(exc))
+        # Like an invalid form: the page again, with the refusal on it (a 4xx would be a browser console error, and
+        # htmx would not swap it); only a permission refusal is a 403.
+        status = 403 if exc.reason is Reason.PERMISSION_DENIED else 200
+        return render(request, "portal/review.html", context, status=status)
     if decision.action == ReviewAction.MORE_EVIDENCE:
         messages.success(request, "Sent back for more evidence: it leaves the queue until new evidence is re-run.")
     else:

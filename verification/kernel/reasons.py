@@ -95,6 +95,11 @@ class Reason(StrEnum):
     BROKEN_CHAIN = "broken-chain"
     TERMINAL_HEAD_MISMATCH = "terminal-head-mismatch"
     SUBJECT_MISMATCH = "subject-mismatch"
+    # --- the continuous audit (§8 external checkpoints; issue 7 §5) ----------------------------------
+    CHECKPOINT_INCONSISTENT = "checkpoint-inconsistent"
+    MALFORMED_CHECKPOINT = "malformed-checkpoint"
+    RECEIPT_MISSING = "receipt-missing"
+    KEY_STATE_MISMATCH = "key-state-mismatch"
 
     # --- strict JSON and canonical bytes (§7) ----------------------------------------------------
     INVALID_JSON = "invalid-json"
@@ -155,6 +160,7 @@ class Reason(StrEnum):
     FINDING_REVOKED_KEY = "signed-by-revoked-key"
     FINDING_CLOSE_REQUIRES_HUMAN = "finding-close-requires-human"
     FINDING_CLOSE_NEEDS_RATIONALE = "finding-close-needs-rationale"
+    FINDING_ALREADY_CLOSED = "finding-already-closed"
 
 
 _EXPLANATIONS: Final[dict[Reason, str]] = {
@@ -227,6 +233,10 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.BROKEN_CHAIN: "An entry's previous hash is not the content hash of the entry before it.",
     Reason.TERMINAL_HEAD_MISMATCH: "The last entry's content hash is not the trusted head.",
     Reason.SUBJECT_MISMATCH: "The proof is about another verification or another request.",
+    Reason.CHECKPOINT_INCONSISTENT: "The receipts are no longer an append-only extension of the tree in the last signed checkpoint.",
+    Reason.MALFORMED_CHECKPOINT: "A line of the checkpoint log is not a well-formed tree head signed by a pinned portal key.",
+    Reason.RECEIPT_MISSING: "A receipt that the audit's Merkle tree holds is gone from the database.",
+    Reason.KEY_STATE_MISMATCH: "A signing key's recorded state disagrees with the pin log (revoked in one, not in the other).",
     Reason.INVALID_JSON: "The bytes are not valid JSON.",
     Reason.DUPLICATE_KEY: "A JSON object repeats a key.",
     Reason.NON_FINITE_NUMBER: "NaN and Infinity are not JSON numbers.",
@@ -276,6 +286,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.FINDING_REVOKED_KEY: "The chain was signed by a key that was later revoked.",
     Reason.FINDING_CLOSE_REQUIRES_HUMAN: "Only a person can acknowledge or close a finding.",
     Reason.FINDING_CLOSE_NEEDS_RATIONALE: "Acknowledging or closing a finding needs a written rationale.",
+    Reason.FINDING_ALREADY_CLOSED: "The finding is closed; nothing more can be recorded on it.",
 }
 
 EXPLANATIONS: Final[Mapping[Reason, str]] = MappingProxyType(_EXPLANATIONS)

@@ -7,13 +7,16 @@ so concurrent appends get seq 0..n-1 with valid links, and the unique (verificat
 
 from __future__ import annotations
 
+import contextlib
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from verification import signing
@@ -65,51 +68,100 @@ class _Locked:
     submission_hash: str
 
 
-def _multi_statement(cursor: Any) -> bool:
-    """True when one execute may carry two statements: PostgreSQL through psycopg's client-side binding cursor
-    (Django's default; ``server_side_binding`` turns it off, and SQLite never allows it)."""
-    if connection.vendor != "postgresql":
-        return False
-    import psycopg
+@dataclass(frozen=True)
+class _Statements:
+    """The hot path's SQL, built once per database vendor (plain SQL: the ORM's query building cost more than the
+    queries themselves, and this runs once per receipt)."""
 
-    return isinstance(getattr(cursor, "cursor", None), psycopg.ClientCursor)
+    lock: str
+    state: str
+    insert: str
+    fields: tuple[Any, ...]
 
 
-def _lock_chain(verification_pk: uuid.UUID) -> tuple[_Locked, str, int, str | None]:
+#: Per database vendor (the SQL depends on nothing else: the tables, the quoting, FOR UPDATE or not).
+_STATEMENTS: dict[str, _Statements] = {}
+
+
+def _statements(conn: BaseDatabaseWrapper) -> _Statements:
+    found = _STATEMENTS.get(conn.vendor)
+    if found is None:
+        found = _STATEMENTS[conn.vendor] = _build_statements(conn)
+    return found
+
+
+def _build_statements(conn: BaseDatabaseWrapper) -> _Statements:
+    quote = conn.ops.quote_name
+    verifications, receipts, keys = (quote(m._meta.db_table) for m in (Verification, Receipt, SigningKey))
+    for_update = " FOR UPDATE" if conn.features.has_select_for_update else ""
+    head = f"FROM {receipts} WHERE verification_id = %s ORDER BY seq DESC LIMIT 1"
+    fields = tuple(Receipt._meta.concrete_fields)
+    columns = ", ".join(quote(str(f.column)) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    return _Statements(
+        lock=f"SELECT rubric_hash, submission_hash FROM {verifications} WHERE id = %s{for_update}",  # noqa: S608
+        state=f"SELECT key_id, (SELECT seq {head}), (SELECT content_hash {head}) FROM {keys} WHERE status = %s",  # noqa: S608
+        insert=f"INSERT INTO {receipts} ({columns}) VALUES ({placeholders})",  # noqa: S608
+        fields=fields,
+    )
+
+
+def _psycopg_connection(conn: BaseDatabaseWrapper) -> Any | None:
+    """The psycopg connection under Django's on PostgreSQL (the hot path talks to it directly), else None."""
+    if conn.vendor != "postgresql":
+        return None
+    conn.ensure_connection()
+    conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
+    return conn.connection
+
+
+def _log_statements(conn: BaseDatabaseWrapper, statements: tuple[str, ...], started: float) -> None:
+    """Record statements sent past Django's cursor in ``connection.queries`` when Django records queries (DEBUG,
+    ``CaptureQueriesContext``), so they stay visible there."""
+    if conn.queries_logged:
+        took = f"{time.monotonic() - started:.3f}"
+        for sql in statements:
+            conn.queries_log.append({"sql": sql, "time": took})
+
+
+def _lock_chain(conn: BaseDatabaseWrapper, verification_pk: uuid.UUID) -> tuple[_Locked, str, int, str | None]:
     """Lock the chain and read its head and the active key: ``(verification, key_id, next seq, prev_hash)``.
 
     Serializes appends to one chain: ``SELECT ... FOR UPDATE`` on the verification row (PostgreSQL; SQLite's
     IMMEDIATE transactions already hold the database's write lock). The head is read by a second statement, after
     the lock is granted, so under READ COMMITTED (Django's default) it sees every receipt committed before; one
     statement could not (its snapshot would predate the wait). The unique (verification, seq) constraint backs this up.
-    Plain SQL on the hot path: this runs once per receipt, and the ORM's query building cost more than the queries.
     """
-    quote = connection.ops.quote_name
-    verifications, receipts, keys = (quote(m._meta.db_table) for m in (Verification, Receipt, SigningKey))
-    pk = Verification._meta.get_field("id").get_db_prep_value(verification_pk, connection)
-    for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    head = f"FROM {receipts} WHERE verification_id = %s ORDER BY seq DESC LIMIT 1"
-    lock_sql = f"SELECT rubric_hash, submission_hash FROM {verifications} WHERE id = %s{for_update}"  # noqa: S608
-    state_sql = f"SELECT key_id, (SELECT seq {head}), (SELECT content_hash {head}) FROM {keys} WHERE status = %s"  # noqa: S608
+    sql = _statements(conn)
+    pk = Verification._meta.get_field("id").get_db_prep_value(verification_pk, conn)
     active = SigningKey.Status.ACTIVE.value
-    with connection.cursor() as cursor:
-        if _multi_statement(cursor):
-            # One round trip, still two statements: PostgreSQL runs each statement of a multi-statement query with
-            # its own snapshot under READ COMMITTED, taken when the statement starts, so after the lock is held.
-            cursor.execute(f"{lock_sql}; {state_sql}", [pk, pk, pk, active])
+    raw = _psycopg_connection(conn)
+    if raw is not None:
+        import psycopg
+
+        started = time.monotonic()
+        with conn.wrap_database_errors:
+            lock, state = psycopg.Cursor(raw), psycopg.Cursor(raw)
+            # One round trip, still two statements: pipelined, the server runs them one after the other, and the
+            # second takes its READ COMMITTED snapshot when it starts, i.e. after the lock is granted. Server-side
+            # binding, prepared when the connection allows it (settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS):
+            # planning these two statements costs more than running them.
+            with raw.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+                lock.execute(sql.lock, [pk], prepare=True)
+                state.execute(sql.state, [pk, pk, active], prepare=True)
+            found, head = lock.fetchone(), state.fetchone()
+        _log_statements(conn, (sql.lock, sql.state), started)
+    else:
+        with conn.cursor() as cursor:
+            cursor.execute(sql.lock, [pk])
             found = cursor.fetchone()
-            cursor.nextset()
-            state = cursor.fetchone()
-        else:
-            cursor.execute(lock_sql, [pk])
-            found = cursor.fetchone()
-            cursor.execute(state_sql, [pk, pk, active])
-            state = cursor.fetchone()
+            cursor.execute(sql.state, [pk, pk, active])
+            head = cursor.fetchone()
     if found is None:
         raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
-    if state is None:
+    if head is None:
         raise SigningKeyUnavailable("no active signing key")
-    key_id, head_seq, head_hash = state
+    key_id, head_seq, head_hash = head
     locked = _Locked(id=verification_pk, rubric_hash=found[0], submission_hash=found[1])
     return locked, key_id, (0 if head_seq is None else head_seq + 1), head_hash
 
@@ -143,7 +195,8 @@ def receipt_issue(
     superseded = _superseded(body)
     indexed = {name: _indexed_copy(body, name) for name in _INDEXED}
 
-    locked, key_id, seq, prev_hash = _lock_chain(verification.pk)
+    conn = connections[DEFAULT_DB_ALIAS]  # the atomic block's connection, looked up once
+    locked, key_id, seq, prev_hash = _lock_chain(conn, verification.pk)
     private_key = signing.private_key_for_id(key_id)
     entry = sign_entry(
         private_key=private_key,
@@ -170,25 +223,32 @@ def receipt_issue(
         supersedes_receipt=superseded,
         **indexed,
     )
-    _insert(receipt)
+    _insert(conn, receipt)
     return receipt
 
 
-def _insert(receipt: Receipt) -> None:
+def _insert(conn: BaseDatabaseWrapper, receipt: Receipt) -> None:
     """One INSERT of a new receipt, never an UPDATE (SPEC §7: append-only).
 
     Equivalent to ``receipt.save()`` (``AppendOnlyModel.save`` forces an insert) with each value prepared by its own
-    model field, but without the ORM's per-call query building: this is the hot path of every verdict.
+    model field, but without the ORM's per-call query building: this is the hot path of every verdict. On PostgreSQL
+    the values are bound server-side (the envelope is not quoted into the SQL text) and the statement is prepared
+    when the connection allows it.
     """
     if not receipt._state.adding:  # pragma: no cover - receipt_issue only builds new receipts
         raise AppendOnlyError("a stored receipt cannot be inserted again")
-    fields = Receipt._meta.concrete_fields
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(str(f.column)) for f in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
-    values = [f.get_db_prep_save(getattr(receipt, f.attname), connection) for f in fields]
-    sql = f"INSERT INTO {quote(Receipt._meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+    sql = _statements(conn)
+    values = [f.get_db_prep_save(getattr(receipt, f.attname), conn) for f in sql.fields]
+    raw = _psycopg_connection(conn)
+    if raw is not None:
+        import psycopg
+
+        started = time.monotonic()
+        with conn.wrap_database_errors:
+            psycopg.Cursor(raw).execute(sql.insert, values, prepare=True)
+        _log_statements(conn, (sql.insert,), started)
+    else:
+        with conn.cursor() as cursor:
+            cursor.execute(sql.insert, values)
     receipt._state.adding = False
-    receipt._state.db = connection.alias
+    receipt._state.db = conn.alias

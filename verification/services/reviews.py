@@ -260,12 +260,13 @@ def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
     """Rails 1–3 with the reviewer's human actor as the verifier (SPEC §9); and the approval's cycle (rail 1)."""
     task = locked.task
     if task is None or locked.cycle is None:
-        return ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject cannot be reviewed", status=409)
+        return ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject", status=409)
     stale = check_approval_cycle(approval_cycle=locked.cycle, current_cycle=current_cycle(task))
     if stale is not None:
         return DecisionRefused(stale, f"the verification is of cycle {locked.cycle}; the task has been reopened")
     claimants: dict[int, Actor] = {}
-    for claim in Claim.objects.filter(task=task, cycle=locked.cycle).select_related("actor").order_by("claimed_at", "id"):
+    claims = Claim.objects.filter(task=task, cycle=locked.cycle).select_related("actor").order_by("claimed_at", "id")
+    for claim in claims:
         claimants.setdefault(claim.actor.pk, claim.actor)
     links = tuple(
         KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)

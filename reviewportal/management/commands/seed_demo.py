@@ -1,7 +1,8 @@
-"""``manage.py seed_demo``: one demo login per role, idempotent.
+"""``manage.py seed_demo``: one demo login per role, and a review queue with every kind of item; idempotent.
 
 Passwords are random, kept in ``<var>/demo-passwords.txt`` (mode 0600) and reused on later runs, so a second run
-prints the same logins.
+prints the same logins. The queue items are built through the services (``reviewportal.portal.demo``) and need the
+portal's signing key (``manage.py create_signing_key``, which ``make run`` calls first); without one they are skipped.
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ class Command(BaseCommand):
                 user.groups.add(group)
         if passwords != stored:
             write_passwords(path, passwords)
+        queue_line = self._seed_queue(user_model.objects.get(username="reviewer"))
         self.stdout.write(f"Demo portal: {DEMO_URL} (passwords kept in {path})")
         for role in reversed(ROLES):
             self.stdout.write(f"  {role:<8}  user {role:<8}  password {passwords[role]}")
+        self.stdout.write(queue_line)
+
+    def _seed_queue(self, reviewer: Any) -> str:
+        from reviewportal.portal.demo import seed_queue
+        from verification.selectors import active_signing_key
+
+        if active_signing_key() is None:
+            return "Demo queue: skipped (no signing key yet; run `manage.py create_signing_key`, as make run does)"
+        kinds, queued = seed_queue(reviewer=reviewer)
+        return f"Demo queue: {queued} items waiting for review at {DEMO_URL}queue/ ({', '.join(kinds)})"

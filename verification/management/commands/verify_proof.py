@@ -5,6 +5,10 @@ Every trusted input comes from the arguments, never from the proof (the seed's a
 from ``--keys``, narrowed to the ``--pin`` fingerprints (sha256 hex or RFC 7638 thumbprint) when any is given;
 ``--revoked`` marks key ids revoked; the head and the subject come from the caller's own records. Needs no database.
 
+``--bundle BUNDLE.json`` (instead of PROOF.json and ``--keys``) reads a proof bundle ``{"proof", "jwks"}`` as the
+history page exports it. Its key set came with the proof, so it is never trusted by itself: a bundle is accepted
+only with at least one ``--pin`` (else ``key-not-pinned``), and the head still comes from ``--head``.
+
 Exit 0 and ``ok`` when the proof verifies. Otherwise exit 1 with the reason code as the last line on stderr (also
 for unreadable or malformed files: ``malformed-proof``, ``malformed-key``; never a traceback). ``--json`` prints the
 step report as JSON on stdout.
@@ -103,13 +107,43 @@ def trusted_keys_from_args(jwks: bytes, pins: list[str], revoked: list[str]) -> 
     return {key.key_id: TrustedKey(key, revoked=key.key_id in revoked_ids) for key in chosen}
 
 
+def _read_bundle(options: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The proof and key set of a bundle file, as bytes for the strict parsers. Refused without a pin: the bundle's
+    key set came with the proof, and a key from the issuer proves nothing (SPEC §12)."""
+    if options["proof"] is not None or options["keys"] is not None:
+        raise _Refused(Reason.MALFORMED_PROOF, "--bundle replaces PROOF.json and --keys; give one or the other")
+    if not options["pin"]:
+        raise _Refused(
+            Reason.KEY_NOT_PINNED,
+            "a bundle's key set is never trusted by itself: pass --pin with the fingerprint you confirmed out of band",
+        )
+    raw = _read(options["bundle"], Reason.MALFORMED_PROOF, "bundle")
+    try:
+        bundle = loads_strict(raw)
+    except KernelError as exc:
+        raise _Refused(Reason.MALFORMED_PROOF, f"the bundle: {exc.detail or explain(exc.reason)}") from None
+    if not isinstance(bundle, dict) or not isinstance(bundle.get("proof"), dict) or not isinstance(
+        bundle.get("jwks"), dict
+    ):
+        raise _Refused(Reason.MALFORMED_PROOF, 'a bundle is an object {"proof": {...}, "jwks": {...}}')
+    # Re-serialized for the strict parsers; the envelopes inside are strings, so their exact bytes are kept.
+    return (
+        json.dumps(bundle["proof"], ensure_ascii=False).encode("utf-8"),
+        json.dumps(bundle["jwks"], ensure_ascii=False).encode("utf-8"),
+    )
+
+
 class Command(BaseCommand):
     help = "Verify a proof strictly against keys, head and subject given here (never taken from the proof)."
     requires_system_checks: list[str] = []  # offline: needs neither the database nor the portal's state
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("proof", metavar="PROOF.json")
-        parser.add_argument("--keys", required=True, metavar="JWKS.json", help="the key set to trust (a JWKS file)")
+        parser.add_argument("proof", metavar="PROOF.json", nargs="?", default=None)
+        parser.add_argument("--keys", default=None, metavar="JWKS.json", help="the key set to trust (a JWKS file)")
+        parser.add_argument(
+            "--bundle", default=None, metavar="BUNDLE.json",
+            help='a proof bundle {"proof", "jwks"} instead of PROOF.json and --keys; needs --pin',
+        )
         parser.add_argument(
             "--pin", action="append", default=[], metavar="FINGERPRINT",
             help="trust only keys with this fingerprint (sha256 hex or RFC 7638 thumbprint); repeatable",
@@ -124,10 +158,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            proof = _read(options["proof"], Reason.MALFORMED_PROOF, "proof")
-            keys = trusted_keys_from_args(
-                _read(options["keys"], Reason.MALFORMED_KEY, "key set"), options["pin"], options["revoked"]
-            )
+            if options["bundle"] is not None:
+                proof, jwks = _read_bundle(options)
+            else:
+                if options["proof"] is None or options["keys"] is None:
+                    raise _Refused(Reason.MALFORMED_PROOF, "give PROOF.json and --keys JWKS.json, or --bundle")
+                proof = _read(options["proof"], Reason.MALFORMED_PROOF, "proof")
+                jwks = _read(options["keys"], Reason.MALFORMED_KEY, "key set")
+            keys = trusted_keys_from_args(jwks, options["pin"], options["revoked"])
         except _Refused as refused:
             self._fail(refused.reason, refused.detail)
         report = verify_proof_bytes(

@@ -1,0 +1,607 @@
+"""API benchmark (issue "Verifications end to end", acceptance; run by ``make bench``).
+
+(a) verifications per second through the API: ``POST /v1/verifications`` (a digest rubric, ``wait_ms=0``) over real
+    HTTP to gunicorn on 127.0.0.1 (``manage.py runserver --noreload`` when gunicorn is not installed), run by two
+    real Celery worker processes (prefork, one pool child each) on Redis, from the first request until every
+    verification has its receipt; beside the same work done in this process by calling ``verification_submit`` and
+    then ``verification_run`` directly, one after the other.
+(b) p50/p95 latency of one ``wait_ms=5000`` submission end to end (request sent until the 200 with the finished
+    result is read), beside ``verification_submit`` + ``verification_run`` called directly.
+
+Both sides run in the same run, in alternating rounds, so the machine's other load hits both alike. PostgreSQL and
+Redis only (DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...): anything else is skipped with a message.
+It works in a scratch database ``bench_api_<name>`` that it creates, migrates and drops, and in two Celery queues
+of its own (``bench-api-<random>`` for the workers; ``...-direct-...`` takes the messages the direct submissions
+publish, which nothing consumes), deleted from Redis at the end; every process it starts is killed at the end.
+Prints figures; a benchmark, not a test: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import json
+import math
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+THROUGHPUT_COUNT = int(os.environ.get("BENCH_API_COUNT", "400"))
+LATENCY_COUNT = int(os.environ.get("BENCH_API_LATENCY", "200"))
+CLIENTS = int(os.environ.get("BENCH_API_CLIENTS", "4"))
+WEB_WORKERS = int(os.environ.get("BENCH_API_WEB_WORKERS", "2"))
+CELERY_WORKERS = 2
+#: Submissions go round-robin to this many tasks: a new verification of a subject supersedes the latest one, so a
+#: single task would serialize every submission behind the run of the one before it.
+TASKS = int(os.environ.get("BENCH_API_TASKS", "16"))
+ROUNDS = 2
+WAIT_MS = 5000
+WARM_UP = 10
+START_SECONDS = 60
+DRAIN_SECONDS = 300
+NOTES = b"release-notes v1.2\n- fix: retry on timeout\n"
+SETTINGS_MODULE = "bench_api_settings"
+SETTINGS_TEXT = '''"""Settings of the API benchmark's processes: the portal's own, in the benchmark's Celery queue."""
+import os
+
+from reviewportal.settings import *  # noqa: F403
+
+CELERY_TASK_DEFAULT_QUEUE = os.environ["BENCH_API_QUEUE"]
+'''
+#: What the started processes must not inherit from this one (they get the benchmark's own values).
+_SCRUBBED = (
+    "DATABASE_URL",
+    "DJANGO_SETTINGS_MODULE",
+    "REVIEWPORTAL_VAR_DIR",
+    "REVIEWPORTAL_SIGNING_KEY",
+    "REVIEWPORTAL_SIGNING_KEY_FILE",
+    "REVIEWPORTAL_TESTING",
+    "REVIEWPORTAL_TESTING_SLOW_RUN",
+    "CELERY_RESULT_BACKEND",
+    "SECRET_KEY",
+    "BENCH_API_QUEUE",
+)
+
+
+def postgres_skip_reason(url: str) -> str | None:
+    """Why PostgreSQL at ``url`` cannot be used (not PostgreSQL, or no answer), or None."""
+    if not url.split("://", 1)[0].lower().startswith(("postgres", "pgsql")):
+        return "needs PostgreSQL (set DATABASE_URL=postgres://user@host:5432/name)"
+    try:
+        import psycopg
+
+        psycopg.connect(url.replace("pgsql://", "postgres://", 1), dbname="postgres", connect_timeout=3).close()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no usable database server here
+        return f"needs PostgreSQL: the server at DATABASE_URL does not answer ({type(exc).__name__})"
+    return None
+
+
+def _skip_reason() -> str | None:
+    skipped = postgres_skip_reason(os.environ.get("DATABASE_URL", ""))
+    if skipped is not None:
+        return skipped
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if not broker.lower().startswith(("redis://", "rediss://")):
+        return "needs Redis as the Celery broker (set CELERY_BROKER_URL=redis://127.0.0.1:6379/0)"
+    try:
+        import redis
+
+        redis.Redis.from_url(broker, socket_connect_timeout=2, socket_timeout=2).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no usable broker here
+        return f"needs Redis: CELERY_BROKER_URL does not answer ({type(exc).__name__})"
+    return None
+
+
+# --- processes -------------------------------------------------------------------------------------------------------
+
+
+class Processes:
+    """The server and the workers; each in its own session, so its children die with it."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        with (self.logs / f"{name}.log").open("wb") as log:
+            process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+                argv,
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.started.append((name, process))
+
+    def check(self) -> None:
+        for name, process in self.started:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.tail(name)}")
+
+    def tail(self, name: str, lines: int = 20) -> str:
+        path = self.logs / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def stop(self) -> None:
+        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 30.0)):
+            for _, process in self.started:
+                if process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, sig)
+            deadline = time.monotonic() + grace
+            for _, process in self.started:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            if all(process.poll() is not None for _, process in self.started):
+                return
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _database_url(settings: dict[str, Any]) -> str:
+    user = quote(str(settings.get("USER") or ""), safe="")
+    password = quote(str(settings.get("PASSWORD") or ""), safe="")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host, port = settings.get("HOST") or "127.0.0.1", settings.get("PORT") or "5432"
+    return f"postgres://{auth}{host}:{port}/{quote(str(settings['NAME']), safe='')}"
+
+
+# --- HTTP ------------------------------------------------------------------------------------------------------------
+
+
+class Client:
+    """One HTTP/1.1 connection to the server (gunicorn's sync workers close it after each response; it reopens)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        try:
+            self.conn.request(method, path, body=data, headers=self.headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self.conn.close()  # the server closed a kept-alive connection first: once more, on a new one
+            self.conn.request(method, path, body=data, headers=self.headers)
+            response = self.conn.getresponse()
+        payload = response.read()
+        if response.getheader("Connection", "").lower() == "close":
+            self.conn.close()
+        return response.status, json.loads(payload) if payload else None
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- the world -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    agent: Any
+    agent_token: Any
+    agent_raw: str
+    subjects: list[tuple[Any, dict[str, Any]]]  # (task, submission body)
+    _turn: Iterator[int] = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_subject(self) -> tuple[Any, dict[str, Any]]:
+        with self._lock:
+            return self.subjects[next(self._turn) % len(self.subjects)]
+
+
+def _build_world() -> World:
+    """``TASKS`` tasks, each with the same digest rubric as its accepted contract, claimed by an agent, and the
+    evidence (the bytes the rubric's digest names) admitted for it by a collector."""
+    from verification.kernel.digests import sha256_digest
+    from verification.services.actors import actor_create, token_issue
+    from verification.services.evidence import evidence_admit
+    from verification.services.rubrics import rubric_register
+    from verification.services.tasks import claim_record, contract_accept, task_create
+
+    owner = actor_create(name="bench-owner", kind="contract_owner")
+    agent = actor_create(name="bench-agent", kind="agent")
+    collector = actor_create(name="bench-collector", kind="collector")
+    agent_token, agent_raw = token_issue(
+        actor=agent, boundary="bench-agent-host", scopes=["verifications:write", "verifications:read"]
+    )
+    collector_token, _ = token_issue(actor=collector, boundary="bench-collector-host", scopes=["evidence:write"])
+    criterion = {
+        "id": "notes-digest",
+        "kind": "digest",
+        "observable": "evidence.content-digest",
+        "expression": f'(= notes "{sha256_digest(NOTES)}")',
+    }
+    rubric = rubric_register(actor=owner, document={"name": "bench", "criteria": [criterion]})
+    subjects = []
+    for n in range(TASKS):
+        task = task_create(actor=owner, title=f"bench: release notes {n}")
+        contract_accept(actor=owner, task=task, rubric_hash=rubric.rubric_hash)
+        claim_record(actor=agent, token=agent_token, task=task)
+        notes = evidence_admit(actor=collector, token=collector_token, content=NOTES, task=task)
+        subjects.append((task, {"task": str(task.pk), "evidence": [{"symbol": "notes", "evidence_id": str(notes.pk)}]}))
+    return World(agent, agent_token, agent_raw, subjects)
+
+
+# --- the two sides ---------------------------------------------------------------------------------------------------
+
+
+def _direct(world: World, count: int) -> tuple[float, list[float], list[Any]]:
+    """``verification_submit`` then ``verification_run``, ``count`` times in this process: (seconds, each, ids).
+
+    The submission publishes its run to the broker on commit, as the API's does (to a queue nothing consumes)."""
+    from verification.services.verifications import verification_run, verification_submit
+
+    each: list[float] = []
+    ids: list[Any] = []
+    started = time.perf_counter()
+    for _ in range(count):
+        task, body = world.next_subject()
+        t0 = time.perf_counter()
+        verification, _ = verification_submit(
+            actor=world.agent, token=world.agent_token, task=task, body={**body, "wait_ms": 0}, idempotency_key=None
+        )
+        verification_run(verification_id=verification.pk)
+        each.append(time.perf_counter() - t0)
+        ids.append(verification.pk)
+    return time.perf_counter() - started, each, ids
+
+
+def _finished(ids: list[str]) -> int:
+    from verification.models import Receipt, Verification
+
+    done = Receipt.objects.filter(verification_id__in=ids, seq=0).count()
+    return done + Verification.objects.filter(pk__in=ids, failed_at__isnull=False).count()
+
+
+def _api_throughput(
+    port: int, world: World, count: int, processes: Processes
+) -> tuple[float, float, list[str], list[Any]]:
+    """``count`` submissions with ``wait_ms=0`` from ``CLIENTS`` threads: (seconds from the first request until every
+    one is finished (a receipt, or failed), seconds until the last response, ids, unexpected responses)."""
+    ids: list[str] = []
+    unexpected: list[Any] = []
+    lock = threading.Lock()
+    shares = [count // CLIENTS + (1 if n < count % CLIENTS else 0) for n in range(CLIENTS)]
+
+    def client(share: int) -> None:
+        api = Client(port, world.agent_raw)
+        try:
+            for _ in range(share):
+                _, body = world.next_subject()
+                status, doc = api.request("POST", "/v1/verifications", {**body, "wait_ms": 0})
+                with lock:
+                    if status in (200, 202) and isinstance(doc, dict) and "id" in doc:
+                        ids.append(doc["id"])
+                    else:
+                        unexpected.append((status, doc))
+        finally:
+            api.close()
+
+    threads = [threading.Thread(target=client, args=(share,)) for share in shares if share]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    answered = time.perf_counter() - started
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while _finished(ids) < len(ids):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {_finished(ids)}/{len(ids)} verifications finished in {DRAIN_SECONDS} s")
+        processes.check()
+        time.sleep(0.01)
+    return time.perf_counter() - started, answered, ids, unexpected
+
+
+def _api_latency(port: int, world: World, count: int) -> tuple[list[float], list[str], list[Any]]:
+    """``count`` submissions with ``wait_ms=5000``, one after the other: (each request's seconds, ids, unexpected)."""
+    api = Client(port, world.agent_raw)
+    each: list[float] = []
+    ids: list[str] = []
+    unexpected: list[Any] = []
+    try:
+        for _ in range(count):
+            _, body = world.next_subject()
+            t0 = time.perf_counter()
+            status, doc = api.request("POST", "/v1/verifications", {**body, "wait_ms": WAIT_MS})
+            each.append(time.perf_counter() - t0)
+            if status == 200 and isinstance(doc, dict) and doc.get("status") == "succeeded":
+                ids.append(doc["id"])
+            else:
+                unexpected.append((status, doc))
+    finally:
+        api.close()
+    return each, ids, unexpected
+
+
+# --- figures ---------------------------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class Figures:
+    api_seconds: float = 0.0
+    api_answered_seconds: float = 0.0
+    api_ids: list[str] = field(default_factory=list)
+    direct_seconds: float = 0.0
+    direct_count: int = 0
+    api_latency: list[float] = field(default_factory=list)
+    direct_latency: list[float] = field(default_factory=list)
+    latency_ids: list[str] = field(default_factory=list)
+    unexpected: list[Any] = field(default_factory=list)
+
+
+def _checks(ids: list[str]) -> str:
+    """Every API verification met its contract with exactly one receipt (a benchmark of wrong answers is void)."""
+    from verification.models import Receipt, Verification
+
+    met = Verification.objects.filter(pk__in=ids, determination="met").count()
+    receipts = Receipt.objects.filter(verification_id__in=ids).count()
+    seq0 = Receipt.objects.filter(verification_id__in=ids, seq=0).count()
+    ok = met == receipts == seq0 == len(ids)
+    verdict = "ok" if ok else "MISMATCH"
+    return f"checks: {len(ids)} API verifications, {met} met, {seq0} with seq 0, {receipts} receipts in all: {verdict}"
+
+
+def _table(rows: list[tuple[str, str, str, str]]) -> str:
+    head = ("measure", "value", "comparison (direct service calls, same run)", "ratio")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in (head, *rows)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _report(figures: Figures, server: str) -> str:
+    api_rate = len(figures.api_ids) / figures.api_seconds
+    direct_rate = figures.direct_count / figures.direct_seconds
+    rows = [
+        (
+            f"(a) verifications/s via POST /v1/verifications, {CELERY_WORKERS} Celery workers",
+            f"{api_rate:,.1f}/s",
+            f"verification_submit + verification_run, one process: {direct_rate:,.1f}/s",
+            f"{api_rate / direct_rate:.2f}",
+        )
+    ]
+    for q in (50, 95):
+        api_ms = percentile(figures.api_latency, q) * 1000
+        direct_ms = percentile(figures.direct_latency, q) * 1000
+        rows.append(
+            (
+                f"(b) p{q} latency of a wait_ms={WAIT_MS} submission",
+                f"{api_ms:,.1f} ms",
+                f"verification_submit + verification_run: {direct_ms:,.1f} ms",
+                f"{api_ms / direct_ms:.2f}",
+            )
+        )
+    notes = [
+        f"server: {server} on 127.0.0.1; {CELERY_WORKERS} workers `celery worker --pool=prefork --concurrency=1` on "
+        f"Redis; PostgreSQL scratch database; {os.cpu_count()} CPUs shared by all of them",
+        f"(a) {len(figures.api_ids)} submissions (wait_ms=0) from {CLIENTS} client threads, timed from the first "
+        f"request until the last receipt (the last response came after {figures.api_answered_seconds:.1f} of "
+        f"{figures.api_seconds:.1f} s); {TASKS} tasks in turn; direct: {figures.direct_count} in a row; "
+        f"{ROUNDS} alternating rounds",
+        f"(b) {len(figures.api_latency)} submissions one after the other, each timed from sending the request to "
+        f"reading the 200; direct: {len(figures.direct_latency)}; no target is set for these figures",
+        _checks(figures.api_ids + figures.latency_ids),
+    ]
+    if figures.unexpected:
+        notes.append(f"UNEXPECTED responses: {len(figures.unexpected)}, first: {str(figures.unexpected[0])[:300]}")
+    return _table(rows) + "\n" + "\n".join(notes)
+
+
+# --- set-up and tear-down --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _scratch_database() -> Iterator[Any]:
+    from django.db import connection
+
+    base_name = connection.settings_dict["NAME"]
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_api_{base_name}"
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False, serialize=False)
+    try:
+        yield connection
+    finally:
+        connection.close()
+        for attempt in range(20):  # the killed processes' sessions may take a moment to go
+            try:
+                connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
+                break
+            except Exception:
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
+
+
+def _forget_queues(broker: str, token: str) -> None:
+    """Delete the benchmark's queues and their bindings from Redis (only keys that carry this run's token)."""
+    import redis
+
+    client = redis.Redis.from_url(broker)
+    try:
+        for key in list(client.scan_iter(match=f"*{token}*", count=1000)):
+            client.delete(key)
+        for key in list(client.scan_iter(match="_kombu.binding.*", count=1000)):  # kombu's exchange bindings
+            if client.type(key) == b"set":
+                ours = [m for m in client.smembers(key) if token.encode() in m]
+                if ours:
+                    client.srem(key, *ours)
+    finally:
+        client.close()
+
+
+def _wait_until(condition: Callable[[], bool], seconds: float, processes: Processes) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        processes.check()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not ready after {seconds} s")
+        time.sleep(0.2)
+
+
+def _workers_answer(names: list[str]) -> bool:
+    """Every one of our workers answers a ping (remote control; only ours are asked)."""
+    from reviewportal.celery import app
+
+    replies = app.control.ping(destination=names, timeout=1.0)
+    return {name for reply in replies for name in reply} >= set(names)
+
+
+def _healthy(port: int) -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", "/healthz")
+        status = conn.getresponse().status
+        conn.close()
+    except OSError:
+        return False
+    return status == 200
+
+
+def _server_argv(port: int) -> tuple[list[str], str]:
+    try:
+        import gunicorn  # noqa: F401
+    except ImportError:
+        argv = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--nothreading"]
+        return argv, "manage.py runserver --noreload (gunicorn not installed)"
+    argv = [
+        sys.executable, "-m", "gunicorn", "reviewportal.wsgi:application",
+        "--bind", f"127.0.0.1:{port}", "--workers", str(WEB_WORKERS), "--log-level", "warning",
+    ]
+    return argv, f"gunicorn, {WEB_WORKERS} sync workers"
+
+
+def main() -> str | None:
+    skipped = _skip_reason()
+    if skipped is not None:
+        return f"bench_api: skipped: {skipped}"
+    broker = os.environ["CELERY_BROKER_URL"]
+    token = secrets.token_hex(6)
+    api_queue, direct_queue = f"bench-api-{token}", f"bench-api-direct-{token}"
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
+        root = Path(tmp)
+        (root / f"{SETTINGS_MODULE}.py").write_text(SETTINGS_TEXT, encoding="utf-8")
+        (root / "logs").mkdir()
+        var = root / "var"
+        secret_key = secrets.token_urlsafe(50)
+        for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE", "REVIEWPORTAL_TESTING"):
+            os.environ.pop(name, None)
+        os.environ.update(
+            {
+                "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+                "REVIEWPORTAL_VAR_DIR": str(var),
+                "SECRET_KEY": secret_key,
+                "BENCH_API_QUEUE": direct_queue,  # this process's own submissions: published, never consumed
+            }
+        )
+        sys.path.insert(0, str(root))
+        import django
+
+        try:
+            django.setup()
+        finally:
+            os.environ.pop("SECRET_KEY", None)
+        processes = Processes(root / "logs")
+        try:
+            with _scratch_database() as connection:
+                try:
+                    return _run(root, var, broker, api_queue, token, secret_key, connection, processes)
+                finally:
+                    processes.stop()  # before the database is dropped: their sessions must go first
+        finally:
+            _forget_queues(broker, token)
+
+
+def _run(  # noqa: PLR0913 - the run's whole context, passed once
+    root: Path, var: Path, broker: str, queue: str, token: str, secret_key: str, connection: Any, processes: Processes
+) -> str:
+    from verification.services.keys import signing_key_create
+
+    signing_key_create()
+    world = _build_world()
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+            "PYTHONPATH": os.pathsep.join([str(root), str(REPO_ROOT)]),
+            "DATABASE_URL": _database_url(connection.settings_dict),
+            "CELERY_BROKER_URL": broker,
+            "REVIEWPORTAL_VAR_DIR": str(var),
+            "SECRET_KEY": secret_key,
+            "BENCH_API_QUEUE": queue,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    port = _free_port()
+    server_argv, server = _server_argv(port)
+    processes.start("web", server_argv, env)
+    names = [f"bench-api-{token}-{n}@{socket.gethostname()}" for n in range(CELERY_WORKERS)]
+    for n, name in enumerate(names):
+        processes.start(
+            f"worker{n}",
+            [
+                sys.executable, "-m", "celery", "-A", "reviewportal", "worker", "-Q", queue,
+                "--pool=prefork", "--concurrency=1", "--loglevel=WARNING",
+                "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", name,
+            ],
+            env,
+        )
+    _wait_until(lambda: _healthy(port), START_SECONDS, processes)
+    _wait_until(lambda: _workers_answer(names), START_SECONDS, processes)
+    # Warm up both sides (imports, connections, the private key cache); the workers answer the API's at once.
+    _, _, warm_unexpected = _api_latency(port, world, WARM_UP)
+    if warm_unexpected:
+        raise RuntimeError(f"warm-up failed: {str(warm_unexpected[0])[:300]}\n{processes.tail('web')}")
+    _direct(world, WARM_UP)
+
+    figures = Figures()
+    for _ in range(ROUNDS):
+        seconds, each, _ = _direct(world, THROUGHPUT_COUNT // ROUNDS)
+        figures.direct_seconds += seconds
+        figures.direct_count += len(each)
+        seconds, answered, ids, unexpected = _api_throughput(port, world, THROUGHPUT_COUNT // ROUNDS, processes)
+        figures.api_seconds += seconds
+        figures.api_answered_seconds += answered
+        figures.api_ids += ids
+        figures.unexpected += unexpected
+    for _ in range(ROUNDS):
+        each, ids, unexpected = _api_latency(port, world, LATENCY_COUNT // ROUNDS)
+        figures.api_latency += each
+        figures.latency_ids += ids
+        figures.unexpected += unexpected
+        _, each, _ = _direct(world, LATENCY_COUNT // ROUNDS)
+        figures.direct_latency += each
+    processes.check()
+    return _report(figures, server)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO_ROOT))
+    print(main())

@@ -1,0 +1,1 @@
+"""Verdict history, subject timelines, findings, dashboards and exports for managers (issue 6)."""

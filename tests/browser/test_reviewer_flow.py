@@ -1,0 +1,201 @@
+"""The reviewer's day in a real browser (issue 5 §4): claim, read, decide, refusals, two reviewers, the keyboard,
+no console errors, and the CSP proven enforced by a canary it must block."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import Console
+from tests.portal.conftest import Queue
+from verification.models import Receipt, ReviewLease, Verification
+from verification.selectors import head_of
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def _review_id(page: Any) -> str:
+    found = re.search(rf"/review/({UUID})/", page.url)
+    assert found is not None, page.url
+    return found.group(1)
+
+
+def test_a_reviewer_claims_reads_highlighted_evidence_passes_and_sees_the_superseding_receipt(
+    queue: Queue, reviewer: Any, live_server: Any, page: Any, sign_in: Any, console: Console, artifacts: Any
+) -> None:
+    item = queue.cited_conflict("Release notes claim")
+    queue.unknown("Timeout review")
+    old_head = head_of(item)
+    assert old_head is not None
+    console.watch(page)
+    sign_in(page, reviewer)
+    page.goto(f"{live_server.url}/queue/")
+    assert page.locator("[data-queue-total]").inner_text() == "2"
+    page.screenshot(path=str(artifacts / "queue.png"), full_page=True)
+
+    page.click("[data-claim-next]")  # the semantic cited_conflict comes before UNKNOWN
+    page.wait_for_url(re.compile(rf".*/review/{item.pk}/$"))
+    assert "Yours until" in page.locator("[data-lease-status]").inner_text()
+    mark = page.locator("article.evidence pre.artifact mark")
+    assert mark.count() == 1 and mark.inner_text() == "212 passed, 0 failed"
+    assert page.locator('[data-quote-hash="resolves"]').count() == 1
+    assert "model output — can never pass anything" in page.locator("#judgments").inner_text()
+    page.screenshot(path=str(artifacts / "review.png"), full_page=True)
+
+    page.check('input[name="cited_evidence"]')
+    page.check('input[name="verdict"][value="PASS"]')
+    page.fill("#id_rationale", "The full log shows every test passing; the model misread it.")
+    page.click("[data-decide]")
+    page.wait_for_url(re.compile(rf".*/review/{item.pk}/#decision$"))
+
+    head = head_of(item)
+    assert head is not None and head.kind == "decision" and head.supersedes_receipt_id == old_head.content_hash
+    assert page.locator("[data-decision-verdict]").inner_text() == "PASS"
+    assert page.locator("[data-decision-receipt]").inner_text() == head.content_hash
+    assert page.locator("[data-supersedes]").inner_text() == old_head.content_hash
+    chain = page.locator("[data-chain-entry]")
+    assert chain.count() == head.seq + 1
+    assert "decision PASS · human by user:rita" in chain.last.inner_text()
+    assert page.locator("[data-chain-ok]").get_attribute("data-chain-ok") == "true"
+    assert page.locator("[data-claim-next]").count() == 1  # the next item is offered
+    page.screenshot(path=str(artifacts / "decided.png"), full_page=True)
+
+
+def test_a_self_review_is_refused_with_its_reason(
+    queue: Queue, reviewer: Any, live_server: Any, page: Any, sign_in: Any, console: Console
+) -> None:
+    item = queue.self_review_trap(reviewer)
+    console.watch(page)
+    sign_in(page, reviewer)
+    page.goto(f"{live_server.url}/review/{item.pk}/")
+    page.click("[data-claim-this]")
+    page.wait_for_selector("[data-decision-form]")
+    page.check('input[name="cited_evidence"]')
+    page.check('input[name="verdict"][value="PASS"]')
+    page.fill("#id_rationale", "Looks right to me.")
+    page.click("[data-decide]")
+    alert = page.locator("#refusal")
+    alert.wait_for()
+    text = alert.inner_text()
+    assert "worker-self-verification" in text
+    assert "claimed the task" in text
+    assert Receipt.objects.filter(verification=item, kind="decision").count() == 0
+    lease = ReviewLease.objects.get(verification=item)
+    assert lease.released_at is not None  # released for others
+    assert page.locator("[data-claim-this]").count() == 1
+
+
+def test_two_browser_contexts_never_hold_the_same_item(
+    queue: Queue, reviewer: Any, reviewer2: Any, live_server: Any, new_context: Any, sign_in: Any, console: Console
+) -> None:
+    for n in range(3):
+        queue.unknown(f"item {n}")
+    rita = console.watch(new_context().new_page())
+    rob = console.watch(new_context().new_page())
+    sign_in(rita, reviewer)
+    sign_in(rob, reviewer2)
+    for page in (rita, rob):
+        page.goto(f"{live_server.url}/queue/")
+    rita.click("[data-claim-next]")
+    rob.click("[data-claim-next]")
+    rita.wait_for_url(re.compile(rf".*/review/{UUID}/$"))
+    rob.wait_for_url(re.compile(rf".*/review/{UUID}/$"))
+    first, second = _review_id(rita), _review_id(rob)
+    assert first != second
+    holders = dict(ReviewLease.objects.values_list("verification_id", "holder__username"))
+    assert {str(k): v for k, v in holders.items()} == {first: "rita", second: "rob"}
+    # Each sees the other's item as held in the list (refreshed by the poll, or by loading the page).
+    rob.goto(f"{live_server.url}/queue/")
+    row = rob.locator(f'[data-queue-row="{first}"]')
+    assert "rita" in row.inner_text()
+    # Opening the other's item offers no decision form, only who holds it.
+    rob.goto(f"{live_server.url}/review/{first}/")
+    assert rob.locator("[data-decision-form]").count() == 0
+    assert "Held by rita" in rob.locator(".lease-box").inner_text()
+
+
+def test_the_keyboard_flow_clears_three_items(
+    queue: Queue, reviewer: Any, live_server: Any, page: Any, sign_in: Any, console: Console
+) -> None:
+    items = [queue.unknown(f"keyboard {n}") for n in range(3)]
+    console.watch(page)
+    sign_in(page, reviewer)
+    page.goto(f"{live_server.url}/queue/")
+    # ? shows the cheat-sheet, Esc hides it; j/k move the selection; / focuses the filter.
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts").is_visible()
+    page.keyboard.press("Escape")
+    assert not page.locator("#shortcuts").is_visible()
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    selected = page.locator('[data-queue-row][aria-selected="true"]')
+    assert selected.count() == 1 and selected.get_attribute("data-queue-row") == str(items[1].pk)
+    page.keyboard.press("k")
+    assert page.locator('[data-queue-row][aria-selected="true"]').get_attribute("data-queue-row") == str(items[0].pk)
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.name") == "subject"
+    page.keyboard.press("Escape")
+
+    for n in range(3):
+        page.keyboard.press("c")
+        page.wait_for_url(re.compile(rf".*/review/{UUID}/$"))
+        page.wait_for_selector("[data-decision-form]")
+        page.keyboard.press("1")  # tick the first evidence item
+        page.keyboard.press("p")  # pass; the rationale has the focus now
+        page.keyboard.type(f"keyboard decision {n}: config checked by hand")
+        page.keyboard.press("Control+Enter")
+        page.wait_for_url(re.compile(r".*#decision$"))
+        assert page.locator("[data-decision-verdict]").inner_text() == "PASS"
+    assert all(Verification.objects.get(pk=v.pk).human_decided for v in items)
+    page.keyboard.press("c")  # nothing left
+    page.wait_for_url(re.compile(r".*/queue/$"))
+    assert page.locator("[data-queue-total]").inner_text() == "0"
+    assert "Nothing left to claim" in page.locator(".messages").inner_text()
+
+
+def test_the_queue_poll_pauses_while_the_tab_is_hidden(
+    queue: Queue, reviewer: Any, live_server: Any, page: Any, sign_in: Any, console: Console
+) -> None:
+    queue.unknown()
+    console.watch(page)
+    sign_in(page, reviewer)
+    page.goto(f"{live_server.url}/queue/")
+    page.wait_for_function("window.htmx !== undefined && document.documentElement.dataset.portalJs === 'ready'")
+    polls: list[str] = []
+    page.on("request", lambda request: polls.append(request.url) if request.headers.get("hx-request") else None)
+    with page.expect_response(re.compile(r".*/queue/.*")):
+        page.evaluate("htmx.trigger('#queue', 'refresh')")
+    assert len(polls) == 1
+    queue.mismatch()  # a new item appears on the next poll
+    page.evaluate("Object.defineProperty(document, 'hidden', {value: true, configurable: true})")
+    page.evaluate("htmx.trigger('#queue', 'refresh')")
+    page.wait_for_timeout(500)
+    assert len(polls) == 1  # cancelled: the tab is hidden
+    assert page.locator("[data-queue-total]").inner_text() == "1"
+    page.evaluate("Object.defineProperty(document, 'hidden', {value: false, configurable: true})")
+    with page.expect_response(re.compile(r".*/queue/.*")):
+        page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")  # shown again: refresh at once
+    page.wait_for_function("document.querySelector('[data-queue-total]').textContent === '2'")
+    assert len(polls) == 2
+
+
+def test_an_inline_script_is_blocked_by_the_csp(live_server: Any, page: Any) -> None:
+    """The canary page (routed only under settings.TESTING) holds an inline script; the enforced policy blocks it."""
+    page.add_init_script(
+        "window.__violations = [];"
+        "document.addEventListener('securitypolicyviolation', e => window.__violations.push("
+        "{directive: e.effectiveDirective, blocked: e.blockedURI, disposition: e.disposition}));"
+    )
+    messages: list[str] = []
+    page.on("console", lambda message: messages.append(message.text) if message.type == "error" else None)
+    page.goto(f"{live_server.url}/_testing/csp-canary/")
+    page.wait_for_function("document.documentElement.dataset.portalJs === 'ready'")  # our static script ran
+    assert page.title() == "CSP canary"
+    assert page.locator("#canary").inner_text() == "CSP canary"  # the inline script did not run
+    violations = page.evaluate("window.__violations")
+    assert {"directive": "script-src-elem", "blocked": "inline", "disposition": "enforce"} in violations
+    assert any("Content Security Policy" in text for text in messages)

@@ -1,0 +1,202 @@
+"""The queue (issue 5 §2; SPEC §3): exactly the flagged verifications no human decision superseded, resolved when
+read; its order, filters, counts, keyset pages, the htmx fragment, and a constant number of queries per page."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tests.portal.conftest import Queue
+from tests.verification.service_world import LOG, imported_entry, inline
+from verification.models import Task, Verification
+from verification.review_selectors import RANK_NAMES, queue_counts, queue_items, queue_page
+from verification.selectors import review_queue
+from verification.services.reviews import new_request_key, review_claim, review_decide, review_request_evidence
+from verification.services.tasks import task_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _ids(queryset: Any) -> list[Any]:
+    return list(queryset.values_list("pk", flat=True))
+
+
+def test_the_queue_is_exactly_the_flagged_undecided_items_in_order(queue: Queue, reviewer: Any) -> None:
+    unknown = queue.unknown()
+    not_run = queue.not_run()
+    det_fail = queue.deterministic_fail()
+    conflict = queue.cited_conflict()
+    mismatch = queue.mismatch()
+    expired = queue.expired_pending()
+    queue.clean_pass()
+    decided = queue.unknown("decided")
+    review_claim(user=reviewer, verification=decided)
+    review_decide(user=reviewer, verification=decided, verdict="FAIL", rationale="no", cited_evidence_ids=[],
+                  request_key=new_request_key())
+    sent_back = queue.unknown("sent back")
+    review_claim(user=reviewer, verification=sent_back)
+    review_request_evidence(user=reviewer, verification=sent_back, rationale="more", request_key=new_request_key())
+
+    now = timezone.now()
+    items = list(queue_items(now=now))
+    # MISMATCH, semantic cited_conflict, other flagged, UNKNOWN (oldest first: the expired PENDING is 2 h old), NOT_RUN
+    assert [v.pk for v in items] == [mismatch.pk, conflict.pk, det_fail.pk, expired.pk, unknown.pk, not_run.pk]
+    assert [RANK_NAMES[v.queue_rank] for v in items] == [  # type: ignore[attr-defined]
+        "MISMATCH", "semantic cited_conflict", "other flagged", "UNKNOWN", "UNKNOWN", "NOT_RUN"
+    ]
+    assert {v.pk for v in items} <= set(_ids(review_queue(now=now)))
+
+
+def test_an_expired_pending_enters_the_queue_when_its_deadline_passes(queue: Queue) -> None:
+    queue._task("pending")
+    queue.world.contract(imported_entry(deadline_seconds=600, on_expiry="UNKNOWN"))
+    submitted = timezone.now()
+    verification, _ = queue.world.submit_and_run({"evidence": [inline("log", LOG)]}, now=submitted)
+    assert verification.verdict == "PENDING" and not verification.flagged
+    assert verification.pk not in _ids(queue_items(now=submitted + timedelta(seconds=599)))
+    later = submitted + timedelta(seconds=601)
+    [row] = list(queue_items(now=later))
+    assert row.pk == verification.pk and row.queue_reason == "pending-expired"  # type: ignore[attr-defined]
+    page = queue_page(now=later, filters={}, cursor=None, limit=10)
+    assert (page.rows[0].verdict, page.rows[0].reason, page.rows[0].authority) == (
+        "UNKNOWN", "pending-expired", "imported"
+    )
+    verification.refresh_from_db()
+    assert verification.verdict == "PENDING"  # resolved when read, never written back (SPEC §2)
+
+
+def test_a_superseded_verification_leaves_the_queue_for_its_rerun(queue: Queue) -> None:
+    first = queue.unknown()
+    second, _ = queue.world.submit_and_run({"evidence": [inline("config", b"retries = 9\n")]})
+    assert second.supersedes_id == first.pk
+    assert _ids(queue_items(now=timezone.now())) == [second.pk]
+
+
+def test_filters_counts_and_reasons(queue: Queue) -> None:
+    queue.unknown("alpha")
+    queue.unknown("beta")
+    queue.cited_conflict("gamma")
+    not_run = queue.not_run("delta")
+    expired = queue.expired_pending("epsilon", ago=timedelta(days=2))
+    now = timezone.now()
+
+    def page(**filters: str) -> list[str]:
+        return [row.verification.task.title for row in queue_page(now=now, filters=filters, cursor=None, limit=50).rows]
+
+    assert page(reason="missing-baseline") == ["alpha #1", "beta #2"]
+    assert page(reason="pending-expired") == ["epsilon #5"]
+    assert page(authority="semantic") == ["gamma #3"]
+    assert sorted(page(authority="imported")) == ["delta #4", "epsilon #5"]
+    assert page(age="1d") == ["epsilon #5"]
+    assert page(subject="gam") == ["gamma #3"]
+    assert page(subject=str(not_run.task_id)) == ["delta #4"]
+    assert page(subject=str(uuid.uuid4())) == []
+    assert queue_counts(now=now) == [
+        ("missing-baseline", 2), ("cited-conflict", 1), ("no-result", 1), ("pending-expired", 1)
+    ]
+    assert expired.verdict == "PENDING"
+
+
+@pytest.mark.parametrize(
+    "query", ["reason=not-a-code", "authority=oracle", "age=3y", "cursor=garbage", "colour=red"]
+)
+def test_a_bad_filter_is_refused_with_its_reason(queue: Queue, reviewer: Any, query: str) -> None:
+    queue.unknown()
+    response = _client(reviewer).get(f"/queue/?{query}")
+    assert response.status_code == 200  # the unfiltered queue, with the refusal above it
+    if query.startswith("colour"):
+        assert "invalid-request" not in response.content.decode()  # unknown parameters are not filters: ignored
+        return
+    assert "invalid-request" in response.content.decode() and 'role="alert"' in response.content.decode()
+
+
+def test_keyset_pages_cover_the_queue_once_in_order(queue: Queue, reviewer: Any, settings: Any) -> None:
+    settings.REVIEWPORTAL_QUEUE_PAGE_SIZE = 2
+    made = [queue.unknown(f"u{i}") for i in range(3)] + [queue.mismatch("m"), queue.not_run("n")]
+    expected = _ids(queue_items(now=timezone.now()))
+    assert set(expected) == {v.pk for v in made}
+    client = _client(reviewer)
+    seen: list[str] = []
+    url = "/queue/"
+    for _ in range(5):
+        html = client.get(url).content.decode()
+        seen += re.findall(r'data-queue-row="([0-9a-f-]+)"', html)
+        found = re.search(r'href="(/queue/\?[^"]*cursor=[^"]+)"[^>]*rel="next"', html)
+        if found is None:
+            break
+        url = found.group(1).replace("&amp;", "&")
+    assert seen == [str(pk) for pk in expected]
+
+
+def test_htmx_gets_the_list_fragment_and_every_hx_get_has_a_fallback(queue: Queue, reviewer: Any) -> None:
+    queue.unknown()
+    client = _client(reviewer)
+    page = client.get("/queue/").content.decode()
+    fragment = client.get("/queue/", headers={"HX-Request": "true"}).content.decode()
+    restore = client.get("/queue/", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<html" in page and "<html" not in fragment and "<html" in restore.content.decode()
+    assert fragment.lstrip().startswith("{#") is False and 'id="queue"' in fragment
+    # The list polls every 10 s (paused on a hidden tab by portal.js, which also triggers "refresh").
+    assert 'hx-trigger="every 10s, refresh"' in fragment and "data-poll" in fragment
+    for html in (page, fragment):
+        for tag in re.findall(r"<(?:a|form|div)\b[^>]*\bhx-get=[^>]*>", html):
+            assert tag.startswith("<div") or re.search(r'\b(href|action)="', tag), tag
+    # The #queue poll target is a div: the page itself (its link or its form) is the fallback without JavaScript.
+    assert 'action="/queue/"' in page
+
+
+def test_the_queue_page_costs_the_same_queries_with_10_and_1000_items(queue: Queue, reviewer: Any) -> None:
+    queue.mismatch()  # through the services, with a real head receipt: first in queue order, so on every page 1
+    task = task_create(actor=queue.world.owner.actor, title="bulk")
+    client = _client(reviewer)
+    client.get("/queue/")  # warm up caches (content types, rubric parsing)
+
+    def add(n: int) -> None:
+        now = timezone.now()
+        reasons = ["missing-baseline", "no-result", "baseline-changed", "cited-conflict", "digest-differs"]
+        verdicts = ["UNKNOWN", "NOT_RUN", "MISMATCH", "FAIL", "FAIL"]
+        Verification.objects.bulk_create(
+            Verification(
+                rubric_hash="1" * 64,
+                submission_hash=uuid.uuid4().hex * 2,
+                task=task,
+                cycle=1,
+                verdict=verdicts[i % 5],
+                reason=reasons[i % 5],
+                flagged=True,
+                flag_reason=f"needs_review: {reasons[i % 5]}",
+                submitted_at=now - timedelta(minutes=i),
+                created_at=now - timedelta(minutes=i),
+            )
+            for i in range(n)
+        )
+
+    def count(url: str) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url)
+        assert response.status_code == 200
+        return len(captured.captured_queries)
+
+    add(9)
+    assert Task.objects.count() >= 2 and queue_items(now=timezone.now()).count() == 10
+    small = (count("/queue/"), count("/queue/?reason=missing-baseline"), count("/queue/?authority=semantic"))
+    add(990)
+    assert queue_items(now=timezone.now()).count() == 1000
+    large = (count("/queue/"), count("/queue/?reason=missing-baseline"), count("/queue/?authority=semantic"))
+    assert small == large, (small, large)
+    fragment_small = count("/queue/")
+    assert fragment_small == small[0]

@@ -1,0 +1,1068 @@
+"""Reads of verdict history, subject timelines, findings and the managers' dashboards (issue 6 §1–§3).
+
+Everything here is a read (STYLE §9): the history filters the indexed head columns of ``Verification`` (the signed
+receipts stay the truth, the columns are their query caches); a page costs the same few queries whatever the table
+holds (the page, its head receipts, its decisions). Dashboards are aggregate queries computed in the database, never
+rows loaded into Python: the number of rows that reach Python is bounded by the period's days or the reviewers, not
+by the verifications.
+
+Vocabulary (shared by the filters, the page, the CSV/JSON Lines export and the tests):
+
+- *state* — one label per verification, the first that applies: ``failed``/``queued``/``running`` (no outcome yet,
+  SPEC §3 lifecycle), ``superseded`` (a newer verification of the subject exists, SPEC §7), ``decided`` (a person's
+  decision is the head), ``awaiting_evidence`` (a reviewer asked for more evidence, issue 5 §3), ``in_review`` (in the
+  reviewer queue: flagged or an expired PENDING, SPEC §3), ``running`` (an unexpired PENDING decides the fold),
+  ``succeeded`` (a clean automated outcome).
+- *authority* — of the head receipt, i.e. who issued the verdict that stands: ``deterministic`` (the portal's run),
+  ``semantic``/``imported`` (a delivered result), ``human`` (a reviewer's decision).
+- *verdict*, *determination*, *flagged*, *reason* — of the head as issued, except that a PENDING past its deadline
+  reads as expired (SPEC §2: resolved when read): ``reason=pending-expired`` and ``flagged=true`` find it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Final
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import (
+    Aggregate,
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
+
+from verification.errors import ServiceError
+from verification.kernel.findings import FindingKind
+from verification.kernel.reasons import Reason, explain
+from verification.kernel.verdicts import Authority, Verdict
+from verification.models import (
+    Evidence,
+    Finding,
+    FindingAction,
+    FindingEvent,
+    Receipt,
+    ReviewAction,
+    ReviewDecision,
+    Task,
+    TaskCycle,
+    Verification,
+)
+from verification.review_selectors import queue_items
+from verification.selectors import receipt_payload
+
+# --- vocabulary ------------------------------------------------------------------------------------------------------
+
+HISTORY_FILTERS: Final = frozenset(
+    {"determination", "verdict", "authority", "flagged", "reason", "reviewer", "state", "since", "until", "subject"}
+)
+NO_DETERMINATION: Final = "none"
+DETERMINATIONS: Final = ("met", "not_met", "partial", "cannot_determine", NO_DETERMINATION)
+VERDICTS: Final = tuple(v.value for v in Verdict)
+AUTHORITIES: Final = tuple(a.value for a in Authority)
+STATE_FAILED: Final = "failed"
+STATE_QUEUED: Final = "queued"
+STATE_RUNNING: Final = "running"
+STATE_SUPERSEDED: Final = "superseded"
+STATE_DECIDED: Final = "decided"
+STATE_AWAITING: Final = "awaiting_evidence"
+STATE_IN_REVIEW: Final = "in_review"
+STATE_SUCCEEDED: Final = "succeeded"
+STATES: Final = (
+    STATE_QUEUED,
+    STATE_RUNNING,
+    STATE_SUCCEEDED,
+    STATE_FAILED,
+    STATE_IN_REVIEW,
+    STATE_AWAITING,
+    STATE_DECIDED,
+    STATE_SUPERSEDED,
+)
+STATE_LABELS: Final[dict[str, str]] = {
+    STATE_QUEUED: "queued",
+    STATE_RUNNING: "running",
+    STATE_SUCCEEDED: "succeeded",
+    STATE_FAILED: "failed",
+    STATE_IN_REVIEW: "in the review queue",
+    STATE_AWAITING: "awaiting evidence",
+    STATE_DECIDED: "decided by a person",
+    STATE_SUPERSEDED: "superseded by a re-run",
+}
+MAX_PAGE: Final = 200
+MAX_TEXT_CHARS: Final = 200
+
+
+def _bad(detail: str) -> ServiceError:
+    return ServiceError(Reason.INVALID_REQUEST, detail)
+
+
+def _explain(code: str | None) -> str:
+    try:
+        return explain(Reason(code)) if code else ""
+    except ValueError:
+        return ""
+
+
+# --- annotations over the head columns ------------------------------------------------------------------------------
+
+
+def _expired_pending(now: datetime) -> Q:
+    return Q(verdict=Verdict.PENDING.value, pending_until__lte=now)
+
+
+def _superseded() -> Exists:
+    return Exists(Verification.objects.filter(supersedes=OuterRef("pk")))
+
+
+def _evidence_requested() -> Exists:
+    return Exists(ReviewDecision.objects.filter(verification=OuterRef("pk"), action=ReviewAction.MORE_EVIDENCE))
+
+
+def _head_column(column: str) -> Subquery:
+    """One column of the head receipt (the highest seq: the unique (verification, seq) index answers it)."""
+    return Subquery(Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values(column)[:1])
+
+
+def _decider() -> Subquery:
+    """The username of the reviewer whose PASS or FAIL is the latest decision on the verification."""
+    return Subquery(
+        ReviewDecision.objects.filter(verification=OuterRef("pk"), receipt__isnull=False)
+        .order_by("-id")
+        .values("user__username")[:1]
+    )
+
+
+def state_expression(now: datetime) -> Case:
+    """The *state* of a verification at ``now`` as one SQL expression (see the module docstring for the order).
+
+    ``in_review`` is exactly the reviewer queue (``review_selectors.queue_items``): an outcome, not superseded, not
+    decided, no evidence requested, and flagged or an expired PENDING.
+    """
+    no_outcome = Q(verdict__isnull=True)
+    return Case(
+        When(no_outcome & Q(failed_at__isnull=False), then=Value(STATE_FAILED)),
+        When(no_outcome & Q(attempts=0), then=Value(STATE_QUEUED)),
+        When(no_outcome, then=Value(STATE_RUNNING)),
+        When(_superseded(), then=Value(STATE_SUPERSEDED)),
+        When(human_decided=True, then=Value(STATE_DECIDED)),
+        When(_evidence_requested(), then=Value(STATE_AWAITING)),
+        When(Q(flagged=True) | _expired_pending(now), then=Value(STATE_IN_REVIEW)),
+        When(verdict=Verdict.PENDING.value, then=Value(STATE_RUNNING)),
+        default=Value(STATE_SUCCEEDED),
+        output_field=CharField(),
+    )
+
+
+# --- filters ---------------------------------------------------------------------------------------------------------
+
+
+def _day(value: str, name: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise _bad(f"{name} is a date, YYYY-MM-DD") from None
+
+
+def _start_of(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+
+
+def _subject_q(subject: str) -> Q:
+    """A task id or verification id, or text in the task's title or external reference."""
+    try:
+        pk = uuid.UUID(subject)
+    except ValueError:
+        return Q(task__title__icontains=subject) | Q(task__external_ref__icontains=subject)
+    return Q(task_id=pk) | Q(pk=pk)
+
+
+def clean_filters(raw: Mapping[str, Any]) -> dict[str, str]:
+    """The known filters of ``raw`` (a query dict or a mapping), stripped; empty values dropped."""
+    out: dict[str, str] = {}
+    for name in sorted(HISTORY_FILTERS):
+        value = raw.get(name)
+        if isinstance(value, str) and value.strip():
+            out[name] = value.strip()[:MAX_TEXT_CHARS]
+    return out
+
+
+def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[Verification]:
+    """Every verification matching ``filters``, newest first (``-created_at, -id``: the keyset index).
+
+    Filters (all optional; empty values are ignored): ``determination`` (or ``none``), ``verdict``, ``authority``,
+    ``flagged`` (true/false), ``reason`` (a registry code), ``reviewer`` (a username with a decision or request on
+    it), ``state``, ``since``/``until`` (dates, inclusive, on ``created_at``), ``subject`` (see ``_subject_q``).
+    An unknown filter or a bad value is ``invalid-request``.
+    """
+    unknown = sorted(set(filters) - HISTORY_FILTERS)
+    if unknown:
+        raise _bad(f"unknown filters {unknown}")
+    queryset = Verification.objects.all()
+    expired = _expired_pending(now)
+    value = (filters.get("determination") or "").strip()
+    if value:
+        if value not in DETERMINATIONS:
+            raise _bad(f"determination is one of {', '.join(DETERMINATIONS)}")
+        queryset = queryset.filter(determination__isnull=True) if value == NO_DETERMINATION else queryset.filter(
+            determination=value
+        )
+    value = (filters.get("verdict") or "").strip()
+    if value:
+        if value not in VERDICTS:
+            raise _bad(f"verdict is one of {', '.join(VERDICTS)}")
+        queryset = queryset.filter(verdict=value)
+    value = (filters.get("authority") or "").strip()
+    if value:
+        if value not in AUTHORITIES:
+            raise _bad(f"authority is one of {', '.join(AUTHORITIES)}")
+        if value == Authority.HUMAN.value:
+            queryset = queryset.filter(human_decided=True)
+        else:
+            queryset = queryset.filter(human_decided=False).annotate(head_authority_filter=_head_column("authority"))
+            queryset = queryset.filter(head_authority_filter=value)
+    value = (filters.get("flagged") or "").strip()
+    if value:
+        if value not in ("true", "false"):
+            raise _bad("flagged is true or false")
+        queryset = queryset.filter(Q(flagged=True) | expired) if value == "true" else queryset.filter(
+            Q(flagged=False) & ~expired
+        )
+    value = (filters.get("reason") or "").strip()
+    if value:
+        try:
+            code = Reason(value)
+        except ValueError:
+            raise _bad(f"reason {value!r} is not a registered code") from None
+        if code is Reason.PENDING_EXPIRED:
+            queryset = queryset.filter(Q(reason=code.value) | expired)
+        else:
+            queryset = queryset.filter(Q(reason=code.value) & ~expired)
+    value = (filters.get("reviewer") or "").strip()
+    if value:
+        decided = ReviewDecision.objects.filter(verification=OuterRef("pk"), user__username=value[:MAX_TEXT_CHARS])
+        queryset = queryset.filter(Exists(decided))
+    value = (filters.get("state") or "").strip()
+    if value:
+        if value not in STATES:
+            raise _bad(f"state is one of {', '.join(STATES)}")
+        queryset = queryset.annotate(history_state=state_expression(now)).filter(history_state=value)
+    since = (filters.get("since") or "").strip()
+    until = (filters.get("until") or "").strip()
+    if since:
+        queryset = queryset.filter(created_at__gte=_start_of(_day(since, "since")))
+    if until:
+        queryset = queryset.filter(created_at__lt=_start_of(_day(until, "until") + timedelta(days=1)))
+    value = (filters.get("subject") or "").strip()[:MAX_TEXT_CHARS]
+    if value:
+        queryset = queryset.filter(_subject_q(value))
+    return queryset.order_by("-created_at", "-id")
+
+
+# --- the history page ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The keyset position after the last row shown: (created_at, id), newest first."""
+
+    created_at: datetime
+    pk: uuid.UUID
+
+    def encode(self) -> str:
+        text = f"{self.created_at.isoformat()}|{self.pk}"
+        return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+    @classmethod
+    def decode(cls, raw: str) -> Cursor:
+        try:
+            text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
+            when, pk = text.split("|")
+            parsed = datetime.fromisoformat(when)
+            if parsed.tzinfo is None:
+                raise ValueError("naive")
+            return cls(parsed, uuid.UUID(pk))
+        except (ValueError, UnicodeDecodeError, binascii.Error):
+            raise _bad("cursor is not one this server issued") from None
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One verification as the history shows it: what stands, who decided it, with what authority, and why."""
+
+    verification: Verification
+    state: str
+    verdict: str
+    pending_expired: bool
+    determination: str | None
+    flagged: bool
+    reason: str
+    reason_text: str
+    authority: str
+    decided_by: str
+    head_receipt_id: str
+    head_kind: str
+
+    @property
+    def state_label(self) -> str:
+        return STATE_LABELS.get(self.state, self.state)
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    rows: list[HistoryRow]
+    next_cursor: str | None
+
+
+def history_page(
+    *, filters: Mapping[str, str], cursor: str | None, limit: int, now: datetime
+) -> HistoryPage:
+    """One page of the history (keyset pagination on created_at, id; newest first).
+
+    Three queries whatever the table holds: the page (with its state and head id), its head receipts, and the
+    reviewers' decisions on it.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise _bad(f"limit is 1-{MAX_PAGE}")
+    queryset = history_queryset(filters=filters, now=now).select_related("task")
+    if cursor:
+        at = Cursor.decode(cursor)
+        queryset = queryset.filter(Q(created_at__lt=at.created_at) | Q(created_at=at.created_at, id__lt=at.pk))
+    queryset = queryset.annotate(row_state=state_expression(now), head_hash=_head_column("content_hash"))
+    page = list(queryset[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    hashes = [h for v in page if (h := getattr(v, "head_hash", None))]
+    heads: dict[str, tuple[str, str, str]] = {}
+    if hashes:
+        heads = {
+            content_hash: (kind, authority or "", actor or "")
+            for content_hash, kind, authority, actor in Receipt.objects.filter(content_hash__in=hashes).values_list(
+                "content_hash", "kind", "authority", "actor"
+            )
+        }
+    deciders: dict[uuid.UUID, str] = {}
+    if page:
+        for verification_id, username in (
+            ReviewDecision.objects.filter(verification_id__in=[v.pk for v in page], receipt__isnull=False)
+            .order_by("id")
+            .values_list("verification_id", "user__username")
+        ):
+            deciders[verification_id] = username
+    rows = []
+    for v in page:
+        head_hash = str(getattr(v, "head_hash", None) or "")
+        kind, authority, actor = heads.get(head_hash, ("", "", ""))
+        expired = v.verdict == Verdict.PENDING.value and v.pending_until is not None and v.pending_until <= now
+        reason = Reason.PENDING_EXPIRED.value if expired else (v.reason or "")
+        rows.append(
+            HistoryRow(
+                verification=v,
+                state=str(getattr(v, "row_state", "")),
+                verdict=v.verdict or "",
+                pending_expired=expired,
+                determination=v.determination,
+                flagged=v.flagged or expired,
+                reason=reason,
+                reason_text=_explain(reason),
+                authority=Authority.HUMAN.value if v.human_decided else authority,
+                decided_by=deciders.get(v.pk) or actor,
+                head_receipt_id=head_hash,
+                head_kind=kind,
+            )
+        )
+    next_cursor = Cursor(page[-1].created_at, page[-1].pk).encode() if more and page else None
+    return HistoryPage(rows=rows, next_cursor=next_cursor)
+
+
+def reviewer_choices() -> list[str]:
+    """Usernames of the people who may decide (the reviewer filter's choices): one query on the users' table."""
+    user_model = get_user_model()
+    return list(
+        user_model.objects.filter(
+            Q(is_superuser=True)
+            | Q(
+                groups__permissions__codename="decide_verification",
+                groups__permissions__content_type__app_label="reviewportal",
+            )
+        )
+        .order_by(user_model.USERNAME_FIELD)
+        .values_list(user_model.USERNAME_FIELD, flat=True)
+        .distinct()
+    )
+
+
+def export_rows(*, filters: Mapping[str, str], now: datetime) -> QuerySet[Any]:
+    """The filtered history as value tuples in ``EXPORT_COLUMNS`` order, newest first (for a streamed export).
+
+    The state, the head's authority and id, and the decider are computed per row by the database.
+    """
+    queryset = history_queryset(filters=filters, now=now).annotate(
+        row_state=state_expression(now),
+        head_hash=_head_column("content_hash"),
+        head_authority=_head_column("authority"),
+        decider=Coalesce(_decider(), _head_column("actor")),
+        expired=Case(When(_expired_pending(now), then=Value(True)), default=Value(False), output_field=BooleanField()),
+        task_title=Coalesce(F("task__title"), Value("")),
+    )
+    return queryset.values_list(*EXPORT_SOURCE)
+
+
+#: Columns of the CSV and JSON Lines exports, and the queryset values each comes from.
+EXPORT_COLUMNS: Final = (
+    "verification_id",
+    "task_id",
+    "subject",
+    "cycle",
+    "created_at",
+    "state",
+    "verdict",
+    "pending_expired",
+    "determination",
+    "flagged",
+    "flag_reason",
+    "reason",
+    "authority",
+    "human_decided",
+    "decided_by",
+    "head_receipt_id",
+    "supersedes",
+)
+EXPORT_SOURCE: Final = (
+    "id",
+    "task_id",
+    "task_title",
+    "cycle",
+    "created_at",
+    "row_state",
+    "verdict",
+    "expired",
+    "determination",
+    "flagged",
+    "flag_reason",
+    "reason",
+    "head_authority",
+    "human_decided",
+    "decider",
+    "head_hash",
+    "supersedes_id",
+)
+
+
+# --- a subject's timeline -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TimelineReceipt:
+    """One receipt on the timeline: what it said, who issued it with what authority, why, and what it superseded."""
+
+    verification_id: uuid.UUID
+    seq: int
+    content_hash: str
+    kind: str
+    verdict: str
+    determination: str | None
+    authority: str
+    actor: str
+    decided_by: str
+    created_at: datetime
+    reason: str
+    reason_text: str
+    rationale: str
+    supersedes: str | None
+    supersedes_label: str
+    superseded_by: list[str] = field(default_factory=list)
+
+    @property
+    def superseded(self) -> bool:
+        return bool(self.superseded_by)
+
+    @property
+    def anchor(self) -> str:
+        return f"r-{self.content_hash[:16]}"
+
+
+@dataclass
+class TimelineRequest:
+    """A reviewer's "needs more evidence" (no receipt: SPEC §9 issues none without a verdict)."""
+
+    user: str
+    rationale: str
+    created_at: datetime
+
+
+@dataclass
+class TimelineVerification:
+    verification: Verification
+    state: str
+    receipts: list[TimelineReceipt]
+    requests: list[TimelineRequest]
+    findings: list[Finding]
+    superseded_by: uuid.UUID | None
+
+    @property
+    def state_label(self) -> str:
+        return STATE_LABELS.get(self.state, self.state)
+
+
+@dataclass
+class TimelineCycle:
+    number: int
+    opened_at: datetime | None
+    verifications: list[TimelineVerification]
+
+
+@dataclass
+class Timeline:
+    task: Task
+    cycles: list[TimelineCycle]
+    receipt_count: int
+
+
+def _actor_id(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return str(value.get("id", ""))
+    return str(value or "")
+
+
+def subject_timeline(task: Task, *, now: datetime) -> Timeline:
+    """Every cycle, verification and receipt of ``task`` in order, with supersession (SPEC §7: a fail, a repair and
+    a pass all stay on record). Five queries whatever the subject holds: cycles, verifications, receipts, reviewers'
+    actions, findings."""
+    cycles = {c.number: c.opened_at for c in TaskCycle.objects.filter(task=task)}
+    verifications = list(
+        Verification.objects.filter(task=task)
+        .select_related("submitted_by")
+        .annotate(row_state=state_expression(now))
+        .order_by("cycle", "created_at", "id")
+    )
+    ids = [v.pk for v in verifications]
+    receipts = list(
+        Receipt.objects.filter(verification_id__in=ids).order_by("verification_id", "seq")
+    ) if ids else []
+    actions = list(
+        ReviewDecision.objects.filter(verification_id__in=ids).select_related("user").order_by("id")
+    ) if ids else []
+    findings = list(Finding.objects.filter(verification_id__in=ids).order_by("id")) if ids else []
+    by_receipt = {d.receipt_id: d for d in actions if d.receipt_id}
+    where: dict[str, tuple[uuid.UUID, int]] = {r.content_hash: (r.verification_id, r.seq) for r in receipts}
+    position = {v.pk: i + 1 for i, v in enumerate(verifications)}
+    successors = {v.supersedes_id: v.pk for v in verifications if v.supersedes_id}
+    items: dict[uuid.UUID, list[TimelineReceipt]] = defaultdict(list)
+    timeline_receipts: dict[str, TimelineReceipt] = {}
+    for r in receipts:
+        payload = receipt_payload(r)
+        decision = by_receipt.get(r.content_hash)
+        supersedes = payload.get("supersedes_receipt_id")
+        label = ""
+        if isinstance(supersedes, str) and supersedes in where:
+            other, seq = where[supersedes]
+            label = f"seq {seq}" if other == r.verification_id else f"seq {seq} of verification #{position[other]}"
+        reason = str(payload.get("reason") or "")
+        item = TimelineReceipt(
+            verification_id=r.verification_id,
+            seq=r.seq,
+            content_hash=r.content_hash,
+            kind=r.kind,
+            verdict=r.verdict or str(payload.get("verdict") or ""),
+            determination=r.determination or payload.get("determination"),
+            authority=r.authority or str(payload.get("authority") or ""),
+            actor=r.actor or _actor_id(payload.get("actor")),
+            decided_by=decision.user.get_username() if decision is not None else "",
+            created_at=r.created_at,
+            reason=reason,
+            reason_text=_explain(reason),
+            rationale=str(payload.get("rationale") or ""),
+            supersedes=supersedes if isinstance(supersedes, str) else None,
+            supersedes_label=label,
+        )
+        items[r.verification_id].append(item)
+        timeline_receipts[r.content_hash] = item
+    for item in timeline_receipts.values():
+        if item.supersedes and item.supersedes in timeline_receipts:
+            timeline_receipts[item.supersedes].superseded_by.append(item.content_hash)
+    requests: dict[uuid.UUID, list[TimelineRequest]] = defaultdict(list)
+    for d in actions:
+        if d.action == ReviewAction.MORE_EVIDENCE:
+            requests[d.verification_id].append(TimelineRequest(d.user.get_username(), d.rationale, d.created_at))
+    by_verification: dict[uuid.UUID, list[Finding]] = defaultdict(list)
+    for f in findings:
+        if f.verification_id is not None:
+            by_verification[f.verification_id].append(f)
+    grouped: dict[int, list[TimelineVerification]] = defaultdict(list)
+    for v in verifications:
+        grouped[v.cycle or 1].append(
+            TimelineVerification(
+                verification=v,
+                state=str(getattr(v, "row_state", "")),
+                receipts=items.get(v.pk, []),
+                requests=requests.get(v.pk, []),
+                findings=by_verification.get(v.pk, []),
+                superseded_by=successors.get(v.pk),
+            )
+        )
+    numbers = sorted(set(cycles) | set(grouped)) or [1]
+    return Timeline(
+        task=task,
+        cycles=[TimelineCycle(n, cycles.get(n), grouped.get(n, [])) for n in numbers],
+        receipt_count=len(receipts),
+    )
+
+
+# --- findings (SPEC §10) ---------------------------------------------------------------------------------------------
+
+FINDING_KINDS: Final = tuple(k.value for k in FindingKind)
+FINDING_OPEN: Final = "open"
+FINDING_ACKNOWLEDGED: Final = "acknowledged"
+FINDING_CLOSED: Final = "closed"
+FINDING_STATES: Final = (FINDING_OPEN, FINDING_ACKNOWLEDGED, FINDING_CLOSED)
+FINDING_FILTERS: Final = frozenset({"kind", "state"})
+_STATE_OF_ACTION: Final = {
+    FindingAction.RAISED.value: FINDING_OPEN,
+    FindingAction.ACKNOWLEDGED.value: FINDING_ACKNOWLEDGED,
+    FindingAction.CLOSED.value: FINDING_CLOSED,
+}
+
+
+def finding_state_expression() -> Case:
+    """A finding's state is its events': closed once a person closed it, else acknowledged once acknowledged, else
+    open. (Only people acknowledge and close, with a rationale: ``services.findings``.)"""
+    closed = Exists(FindingEvent.objects.filter(finding=OuterRef("pk"), action=FindingAction.CLOSED))
+    acknowledged = Exists(FindingEvent.objects.filter(finding=OuterRef("pk"), action=FindingAction.ACKNOWLEDGED))
+    return Case(
+        When(closed, then=Value(FINDING_CLOSED)),
+        When(acknowledged, then=Value(FINDING_ACKNOWLEDGED)),
+        default=Value(FINDING_OPEN),
+        output_field=CharField(),
+    )
+
+
+def finding_state(finding: Finding) -> str:
+    actions = set(FindingEvent.objects.filter(finding=finding).values_list("action", flat=True))
+    if FindingAction.CLOSED.value in actions:
+        return FINDING_CLOSED
+    if FindingAction.ACKNOWLEDGED.value in actions:
+        return FINDING_ACKNOWLEDGED
+    return FINDING_OPEN
+
+
+def finding_get(finding_id: Any) -> Finding | None:
+    try:
+        pk = int(finding_id)
+    except (TypeError, ValueError):
+        return None
+    return Finding.objects.filter(pk=pk).first()
+
+
+@dataclass(frozen=True)
+class FindingsPage:
+    rows: list[Finding]
+    next_cursor: str | None
+    counts: list[tuple[str, str, int]]  # (kind, state, n)
+
+
+def findings_page(*, filters: Mapping[str, str], cursor: str | None, limit: int) -> FindingsPage:
+    """Findings newest first, filtered by ``kind`` and ``state``, keyset-paginated on id; with counts per kind and
+    state (one aggregate). Three queries whatever the table holds."""
+    unknown = sorted(set(filters) - FINDING_FILTERS)
+    if unknown:
+        raise _bad(f"unknown filters {unknown}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise _bad(f"limit is 1-{MAX_PAGE}")
+    queryset = Finding.objects.annotate(state=finding_state_expression())
+    kind = (filters.get("kind") or "").strip()
+    if kind:
+        if kind not in FINDING_KINDS:
+            raise _bad(f"kind is one of {', '.join(FINDING_KINDS)}")
+        queryset = queryset.filter(kind=kind)
+    state = (filters.get("state") or "").strip()
+    if state:
+        if state not in FINDING_STATES:
+            raise _bad(f"state is one of {', '.join(FINDING_STATES)}")
+        queryset = queryset.filter(state=state)
+    if cursor:
+        try:
+            queryset = queryset.filter(id__lt=int(cursor))
+        except ValueError:
+            raise _bad("cursor is not one this server issued") from None
+    page = list(queryset.select_related("verification", "verification__task").order_by("-id")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    counts = [
+        (row["kind"], row["state"], row["n"])
+        for row in Finding.objects.annotate(state=finding_state_expression())
+        .order_by()
+        .values("kind", "state")
+        .annotate(n=Count("pk"))
+    ]
+    return FindingsPage(
+        rows=page, next_cursor=str(page[-1].pk) if more and page else None, counts=sorted(counts)
+    )
+
+
+@dataclass(frozen=True)
+class InvolvedReceipt:
+    content_hash: str
+    verification_id: uuid.UUID
+    seq: int
+    kind: str
+    verdict: str
+    authority: str
+    created_at: datetime
+
+
+@dataclass
+class FindingView:
+    finding: Finding
+    state: str
+    reason_text: str
+    events: list[FindingEvent]
+    receipts: list[InvolvedReceipt]
+    missing_receipts: list[str]
+    verifications: list[Verification]
+    evidence: list[Evidence]
+    other_refs: list[str]
+
+    @property
+    def closed(self) -> bool:
+        return self.state == FINDING_CLOSED
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def finding_view(finding: Finding) -> FindingView:
+    """A finding with what it is about: its receipts, verifications and evidence, and its event history."""
+    events = list(FindingEvent.objects.filter(finding=finding).select_related("actor", "actor__user").order_by("id"))
+    actions = {e.action for e in events}
+    if FindingAction.CLOSED.value in actions:
+        state = FINDING_CLOSED
+    elif FindingAction.ACKNOWLEDGED.value in actions:
+        state = FINDING_ACKNOWLEDGED
+    else:
+        state = FINDING_OPEN
+    receipt_refs = [str(r) for r in finding.receipt_refs or [] if isinstance(r, str)]
+    receipts = [
+        InvolvedReceipt(
+            r.content_hash, r.verification_id, r.seq, r.kind, r.verdict or "", r.authority or "", r.created_at
+        )
+        for r in Receipt.objects.filter(content_hash__in=receipt_refs).order_by("created_at", "seq")
+    ]
+    found = {r.content_hash for r in receipts}
+    refs = [str(r) for r in finding.refs or []]
+    ids = {u for r in refs if (u := _uuid(r)) is not None}
+    verification_ids = set(ids)
+    if finding.verification_id is not None:
+        verification_ids.add(finding.verification_id)
+    verifications = list(
+        Verification.objects.filter(pk__in=verification_ids).select_related("task").order_by("created_at", "id")
+    )
+    evidence_ids = set(ids)
+    if finding.evidence_id is not None:
+        evidence_ids.add(finding.evidence_id)
+    evidence = list(Evidence.objects.filter(pk__in=evidence_ids).order_by("admitted_at", "id"))
+    known = {str(v.pk) for v in verifications} | {str(e.pk) for e in evidence} | found
+    return FindingView(
+        finding=finding,
+        state=state,
+        reason_text=_explain(finding.reason),
+        events=events,
+        receipts=receipts,
+        missing_receipts=[r for r in receipt_refs if r not in found],
+        verifications=verifications,
+        evidence=evidence,
+        other_refs=[r for r in refs if r not in known],
+    )
+
+
+# --- dashboards (issue 6 §3) -----------------------------------------------------------------------------------------
+
+PERIODS: Final[dict[str, int]] = {"7d": 7, "30d": 30, "90d": 90}
+DEFAULT_PERIOD: Final = "30d"
+#: Queue backlog buckets: (key, label, lower bound of age, upper bound or None).
+AGE_BUCKETS: Final = (
+    ("lt1h", "under 1 hour", timedelta(0), timedelta(hours=1)),
+    ("lt1d", "1 hour – 1 day", timedelta(hours=1), timedelta(days=1)),
+    ("lt7d", "1 – 7 days", timedelta(days=1), timedelta(days=7)),
+    ("ge7d", "7 days or more", timedelta(days=7), None),
+)
+
+
+@dataclass(frozen=True)
+class Period:
+    key: str
+    days: int
+    start: datetime  # inclusive: midnight (current time zone) of the first day
+    end: datetime  # exclusive: ``now``
+    first_day: date
+    last_day: date
+
+    @property
+    def day_list(self) -> list[date]:
+        return [self.first_day + timedelta(days=i) for i in range((self.last_day - self.first_day).days + 1)]
+
+
+def period_of(key: str | None, *, now: datetime) -> Period:
+    """The last ``days`` calendar days up to ``now`` (today included); ``invalid-request`` for an unknown key."""
+    chosen = key or DEFAULT_PERIOD
+    if chosen not in PERIODS:
+        raise _bad(f"period is one of {', '.join(PERIODS)}")
+    days = PERIODS[chosen]
+    last = timezone.localtime(now).date()
+    first = last - timedelta(days=days - 1)
+    return Period(chosen, days, _start_of(first), now, first, last)
+
+
+def backlog_by_age(*, now: datetime) -> list[tuple[str, str, int]]:
+    """The reviewer queue now, by age since submission: ``(key, label, count)`` per bucket; one aggregate query."""
+    counts = {}
+    for key, _, low, high in AGE_BUCKETS:
+        condition = Q(submitted_at__lte=now - low)
+        if high is not None:
+            condition &= Q(submitted_at__gt=now - high)
+        counts[key] = Count("pk", filter=condition)
+    result = queue_items(now=now).order_by().aggregate(**counts)
+    return [(key, label, int(result[key] or 0)) for key, label, _, _ in AGE_BUCKETS]
+
+
+@dataclass(frozen=True)
+class DayDecisions:
+    day: date
+    passed: int
+    failed: int
+    more_evidence: int
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.more_evidence
+
+
+def _in_period(period: Period, column: str = "created_at") -> Q:
+    return Q(**{f"{column}__gte": period.start, f"{column}__lt": period.end})
+
+
+def decisions_per_day(*, period: Period) -> list[DayDecisions]:
+    """Reviewers' actions per day of the period (PASS, FAIL, needs more evidence); one grouped query."""
+    counts: dict[tuple[date, str], int] = {}
+    rows = (
+        ReviewDecision.objects.filter(_in_period(period))
+        .annotate(day=TruncDate("created_at"))
+        .order_by()
+        .values("day", "action")
+        .annotate(n=Count("pk"))
+    )
+    for row in rows:
+        counts[(row["day"], row["action"])] = row["n"]
+    return [
+        DayDecisions(
+            day,
+            counts.get((day, ReviewAction.PASS.value), 0),
+            counts.get((day, ReviewAction.FAIL.value), 0),
+            counts.get((day, ReviewAction.MORE_EVIDENCE.value), 0),
+        )
+        for day in period.day_list
+    ]
+
+
+@dataclass(frozen=True)
+class TimeToDecision:
+    count: int
+    median_seconds: float | None
+    p90_seconds: float | None
+
+
+class _PercentileCont(Aggregate):
+    """PostgreSQL's ``percentile_cont(f) WITHIN GROUP (ORDER BY expr)`` (continuous: interpolates)."""
+
+    function = "PERCENTILE_CONT"
+    name = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, *, fraction: float) -> None:
+        if not 0 <= fraction <= 1:
+            raise ValueError("a percentile is a fraction in [0, 1]")
+        super().__init__(expression, fraction=repr(float(fraction)))
+
+
+def _decision_delay() -> ExpressionWrapper:
+    return ExpressionWrapper(F("created_at") - F("verification__submitted_at"), output_field=DurationField())
+
+
+def time_to_decision(*, period: Period) -> TimeToDecision:
+    """Median and p90 of the time from submission to a person's PASS or FAIL, over decisions made in the period.
+
+    PostgreSQL: one ``percentile_cont`` aggregate. Elsewhere (SQLite): the count, then for each percentile the two
+    ordered values around its position (``ORDER BY … LIMIT 2 OFFSET k``), interpolated as ``percentile_cont`` does.
+    """
+    decided = ReviewDecision.objects.filter(_in_period(period), receipt__isnull=False)
+    if connection.vendor == "postgresql":
+        seconds = Func(
+            _decision_delay(), template="CAST(EXTRACT(EPOCH FROM %(expressions)s) AS double precision)",
+            output_field=FloatField(),
+        )
+        result = decided.aggregate(
+            n=Count("pk"), p50=_PercentileCont(seconds, fraction=0.5), p90=_PercentileCont(seconds, fraction=0.9)
+        )
+        return TimeToDecision(int(result["n"] or 0), result["p50"], result["p90"])
+    n = decided.count()
+    if n == 0:
+        return TimeToDecision(0, None, None)
+    ordered = decided.annotate(delay=_decision_delay()).order_by("delay").values_list("delay", flat=True)
+
+    def percentile(fraction: float) -> float:
+        position = (n - 1) * fraction
+        low = math.floor(position)
+        values = [d.total_seconds() for d in ordered[low : low + 2]]
+        if len(values) == 1 or position == low:
+            return values[0]
+        return values[0] + (position - low) * (values[1] - values[0])
+
+    return TimeToDecision(n, percentile(0.5), percentile(0.9))
+
+
+@dataclass(frozen=True)
+class ReviewerCount:
+    username: str
+    passed: int
+    failed: int
+    more_evidence: int
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.more_evidence
+
+
+def reviewer_counts(*, period: Period) -> list[ReviewerCount]:
+    """Actions per reviewer in the period, most first; one grouped query."""
+    rows = (
+        ReviewDecision.objects.filter(_in_period(period))
+        .order_by()
+        .values("user__username")
+        .annotate(
+            passed=Count("pk", filter=Q(action=ReviewAction.PASS)),
+            failed=Count("pk", filter=Q(action=ReviewAction.FAIL)),
+            more=Count("pk", filter=Q(action=ReviewAction.MORE_EVIDENCE)),
+        )
+    )
+    out = [ReviewerCount(r["user__username"], r["passed"], r["failed"], r["more"]) for r in rows]
+    return sorted(out, key=lambda r: (-r.total, r.username))
+
+
+@dataclass(frozen=True)
+class DayAbstains:
+    day: date
+    completed: int
+    abstained: int
+
+    @property
+    def share(self) -> float | None:
+        return self.abstained / self.completed if self.completed else None
+
+
+@dataclass(frozen=True)
+class AbstainShare:
+    days: list[DayAbstains]
+    completed: int
+    abstained: int
+
+    @property
+    def share(self) -> float | None:
+        return self.abstained / self.completed if self.completed else None
+
+
+#: The automated verdicts whose determination is ``cannot_determine`` (SPEC §3): the ABSTAIN path.
+ABSTAIN_VERDICTS: Final = (Verdict.UNKNOWN.value, Verdict.NOT_RUN.value)
+
+
+def abstain_share(*, period: Period) -> AbstainShare:
+    """Share of completed automated outcomes that abstained (``cannot_determine``), per day of submission.
+
+    Counted on ``automated_verdict`` (the latest run or result as issued), so a person's later decision does not
+    hide the machine's abstain; a still-PENDING outcome is not completed. One grouped query.
+    """
+    completed = Q(automated_verdict__isnull=False) & ~Q(automated_verdict=Verdict.PENDING.value)
+    rows = (
+        Verification.objects.filter(_in_period(period))
+        .annotate(day=TruncDate("created_at"))
+        .order_by()
+        .values("day")
+        .annotate(
+            completed=Count("pk", filter=completed),
+            abstained=Count("pk", filter=Q(automated_verdict__in=ABSTAIN_VERDICTS)),
+        )
+    )
+    by_day = {r["day"]: (r["completed"], r["abstained"]) for r in rows}
+    days = [DayAbstains(d, *by_day.get(d, (0, 0))) for d in period.day_list]
+    return AbstainShare(days, sum(d.completed for d in days), sum(d.abstained for d in days))
+
+
+@dataclass(frozen=True)
+class DayFindings:
+    day: date
+    opened: int
+    closed: int
+
+
+@dataclass(frozen=True)
+class FindingsFlow:
+    days: list[DayFindings]
+    opened: int
+    closed: int
+    open_now: int
+    by_kind: list[tuple[str, int]]  # open findings per kind, now
+
+
+def findings_flow(*, period: Period) -> FindingsFlow:
+    """Findings raised and closed per day of the period, and how many are open now (per kind): two queries."""
+    rows = (
+        FindingEvent.objects.filter(
+            _in_period(period), action__in=[FindingAction.RAISED.value, FindingAction.CLOSED.value]
+        )
+        .annotate(day=TruncDate("created_at"))
+        .order_by()
+        .values("day", "action")
+        .annotate(n=Count("pk"))
+    )
+    counts = {(r["day"], r["action"]): r["n"] for r in rows}
+    days = [
+        DayFindings(d, counts.get((d, FindingAction.RAISED.value), 0), counts.get((d, FindingAction.CLOSED.value), 0))
+        for d in period.day_list
+    ]
+    closed = Exists(FindingEvent.objects.filter(finding=OuterRef("pk"), action=FindingAction.CLOSED))
+    open_rows = Finding.objects.filter(~closed).order_by().values("kind").annotate(n=Count("pk"))
+    by_kind = sorted(((r["kind"], r["n"]) for r in open_rows), key=lambda pair: (-pair[1], pair[0]))
+    return FindingsFlow(
+        days, sum(d.opened for d in days), sum(d.closed for d in days), sum(n for _, n in by_kind), by_kind
+    )
+
+
+def utc_stamp(now: datetime) -> str:
+    """``YYYYMMDDTHHMMSSZ`` for file names."""
+    return now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
