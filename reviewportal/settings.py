@@ -215,6 +215,8 @@ AXES_VERBOSE = False
 REVIEWPORTAL_LEASE_SECONDS = _env_int("REVIEWPORTAL_LEASE_SECONDS", default=900, minimum=30)
 #: Rows per queue page (keyset pagination).
 REVIEWPORTAL_QUEUE_PAGE_SIZE = 50
+#: How long the queue's counts per reason are reused (a summary; the list itself is always read fresh). 0: never.
+REVIEWPORTAL_QUEUE_COUNTS_SECONDS = 0 if TESTING else 5
 
 # The admin pages and the continuous audit (README: Admin and audit).
 #: Where the audit appends its signed tree heads: a file outside the database on purpose (SPEC §8). Unset: the

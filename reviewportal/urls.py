@@ -15,6 +15,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),  # POST only (Django 5)
     # the reviewer queue, review pages and the CSP report endpoint (reviewportal/portal/urls.py)
     path("", include("reviewportal.portal.urls")),
+    # the admin pages under /admin/ and the public key page /keys/ (reviewportal/adminportal/urls.py)
+    path("", include("reviewportal.adminportal.urls")),
     # verdict history, subject timelines, findings, dashboards and exports (reviewportal/history/urls.py)
     path("", include("reviewportal.history.urls")),
     # the well-known key endpoints and /v1/verifications/<id>/proof[/envelope] (verification/urls.py)

@@ -94,7 +94,7 @@ class KeyRow:
     receipts: int
 
 
-def _key_row(row: SigningKey, receipts: int = 0) -> KeyRow:
+def key_row(row: SigningKey, receipts: int = 0) -> KeyRow:
     try:
         thumbprint = PublicKey.from_raw(bytes(row.public_key)).thumbprint()
     except Exception:  # a row whose bytes are not a usable key: shown, never trusted (the audit reports it)
@@ -116,13 +116,13 @@ def _key_row(row: SigningKey, receipts: int = 0) -> KeyRow:
 def portal_key() -> KeyRow | None:
     """The portal's active signing key (shown on every admin page and on the public key page)."""
     row = SigningKey.objects.filter(status=SigningKey.Status.ACTIVE).first()
-    return _key_row(row) if row is not None else None
+    return key_row(row) if row is not None else None
 
 
 def portal_keys() -> list[KeyRow]:
     """Every signing key of the portal, newest first, with how many receipts each signed."""
     rows = SigningKey.objects.annotate(signed=Count("receipts")).order_by("-created_at", "key_id")
-    return [_key_row(row, row.signed) for row in rows]
+    return [key_row(row, row.signed) for row in rows]
 
 
 def portal_key_get(key_id: str) -> SigningKey | None:
@@ -536,7 +536,7 @@ def evidence_detail(evidence: Evidence) -> EvidenceDetail:
             cites_by[receipt.verification_id] = True
         for raw in _citations_in(payload.get("citations")):
             _add_citation(citations, seen, raw, artifacts, evidence_id, f"receipt seq {receipt.seq}",
-                          str(receipt.verification_id))
+                          str(receipt.verification_id), unreadable=entry.reason)
     judgments = ArrivedResult.objects.filter(verification_id__in=verification_ids).select_related("actor")
     for row in judgments.order_by("received_at", "id"):
         body = row.body if isinstance(row.body, Mapping) else {}
@@ -544,7 +544,7 @@ def evidence_detail(evidence: Evidence) -> EvidenceDetail:
             if str(raw.get("evidence_id")) == evidence_id:
                 cites_by[row.verification_id] = True
             _add_citation(citations, seen, raw, artifacts, evidence_id, f"judgment by {row.actor.name}",
-                          str(row.verification_id))
+                          str(row.verification_id), unreadable=entry.reason)
     spans = [(c.start, c.end) for c in citations if c.resolves]
     citing = [
         CitingVerdict(
@@ -582,7 +582,11 @@ def _add_citation(
     evidence_id: str,
     source: str,
     verification_id: str,
+    *,
+    unreadable: Reason | None = None,
 ) -> None:
+    """Add one citation into the item, resolved now; when the item's bytes cannot be read (redacted, gone, changed)
+    the citation cannot be checked and says why with the integrity code, not as a citation failure."""
     if str(raw.get("evidence_id")) != evidence_id:
         return
     citation = Citation(
@@ -596,7 +600,7 @@ def _add_citation(
     if key in seen:
         return
     seen.add(key)
-    failure = resolve_citation(citation, artifacts)
+    failure = unreadable if unreadable is not None else resolve_citation(citation, artifacts)
     out.append(
         CitationRow(
             start=citation.start,

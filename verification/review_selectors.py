@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
@@ -190,10 +192,30 @@ def filter_queue(
     return queryset
 
 
-def queue_counts(*, now: datetime) -> list[tuple[str, int]]:
-    """How many queue items there are per reason (as read), most first; one aggregate query."""
+COUNTS_CACHE_KEY: Final = "verification.review_queue.counts"
+
+
+def queue_counts(*, now: datetime, cached: bool = True) -> list[tuple[str, int]]:
+    """How many queue items there are per reason (as read), most first; one aggregate query.
+
+    Counting walks the whole queue, unlike a page, so the result is kept for ``REVIEWPORTAL_QUEUE_COUNTS_SECONDS``
+    (default 5; 0 turns it off): a summary a few seconds old, while the list itself is always read now. A decision
+    drops the cached counts (``forget_queue_counts``).
+    """
+    seconds = int(getattr(settings, "REVIEWPORTAL_QUEUE_COUNTS_SECONDS", 5))
+    if cached and seconds > 0:
+        hit = cache.get(COUNTS_CACHE_KEY)
+        if hit is not None:
+            return [(str(code), int(n)) for code, n in hit]
     rows = queue_items(now=now).order_by().values("queue_reason").annotate(n=Count("pk"))
-    return sorted(((row["queue_reason"], row["n"]) for row in rows), key=lambda pair: (-pair[1], pair[0]))
+    counts = sorted(((row["queue_reason"], row["n"]) for row in rows), key=lambda pair: (-pair[1], pair[0]))
+    if cached and seconds > 0:
+        cache.set(COUNTS_CACHE_KEY, counts, seconds)
+    return counts
+
+
+def forget_queue_counts() -> None:
+    cache.delete(COUNTS_CACHE_KEY)
 
 
 @dataclass(frozen=True)

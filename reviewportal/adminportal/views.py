@@ -181,7 +181,7 @@ def key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     form = RevokeForm(request.POST or None)
     context: dict[str, Any] = {
         "key_id": key_id,
-        "own": selectors._key_row(own) if own is not None else None,
+        "own": selectors.key_row(own) if own is not None else None,
         "active": own is not None and own.status == "active",
         "form": form,
     }
@@ -239,13 +239,22 @@ def chain(request: HttpRequest, verification_id: Any) -> HttpResponse:
     )
 
 
+def _too_large() -> KernelError:
+    return KernelError(Reason.PAYLOAD_TOO_LARGE, f"the proof is larger than {selectors.MAX_PROOF_BYTES} bytes")
+
+
 def _read_upload(form: VerifyProofForm) -> bytes:
+    """The proof's bytes exactly as uploaded (or as pasted, UTF-8); ``payload-too-large`` above the limit."""
     upload = form.cleaned_data.get("proof_file")
     if upload is not None:
         if upload.size is not None and upload.size > selectors.MAX_PROOF_BYTES:
-            raise KernelError(Reason.PAYLOAD_TOO_LARGE, f"the proof is larger than {selectors.MAX_PROOF_BYTES} bytes")
-        return bytes(upload.read(selectors.MAX_PROOF_BYTES + 1))[: selectors.MAX_PROOF_BYTES + 1]
-    return str(form.cleaned_data.get("proof_text") or "").strip().encode("utf-8", errors="surrogatepass")
+            raise _too_large()
+        data = bytes(upload.read(selectors.MAX_PROOF_BYTES + 1))
+    else:
+        data = str(form.cleaned_data.get("proof_text") or "").strip().encode("utf-8", errors="surrogatepass")
+    if len(data) > selectors.MAX_PROOF_BYTES:
+        raise _too_large()
+    return data
 
 
 @GET_POST
@@ -257,8 +266,6 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             data = _read_upload(form)
-            if len(data) > selectors.MAX_PROOF_BYTES:
-                raise KernelError(Reason.PAYLOAD_TOO_LARGE, f"the proof is larger than {selectors.MAX_PROOF_BYTES} bytes")
         except KernelError as exc:
             context["refusal"] = _refusal(exc)
         else:
@@ -328,7 +335,7 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
     context = {
         "rows": rows,
         "filters": filters,
-        "refusal": refusal,
+        "list_refusal": refusal,
         "states": selectors.EVIDENCE_STATES,
         "next_url": f"{here}?{urlencode({**query, 'cursor': next_cursor})}" if next_cursor else None,
         "first_url": f"{here}?{urlencode(query)}" if cursor else None,
@@ -517,9 +524,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
     except KernelError as exc:
         context = _tokens_context(request, form=form, refusal=_refusal(exc))
         return _render(request, "adminportal/tokens.html", context, 403 if _denied(exc) else 200)
-    response = _render(request, "adminportal/tokens.html", _tokens_context(request, created=token, raw=raw))
-    response["Cache-Control"] = "no-store"
-    return response
+    return _render(request, "adminportal/tokens.html", _tokens_context(request, created=token, raw=raw))
 
 
 @require_POST
@@ -547,7 +552,9 @@ def actor_create(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "adminportal/tokens.html", _tokens_context(request, actor_form=form))
     try:
-        actor = users.machine_actor_create(by=request.user, name=form.cleaned_data["name"], kind=form.cleaned_data["kind"])
+        actor = users.machine_actor_create(
+            by=request.user, name=form.cleaned_data["name"], kind=form.cleaned_data["kind"]
+        )
     except KernelError as exc:
         context = _tokens_context(request, actor_form=form, refusal=_refusal(exc))
         return _render(request, "adminportal/tokens.html", context, 403 if _denied(exc) else 200)
@@ -580,7 +587,7 @@ def security_log_page(request: HttpRequest) -> HttpResponse:
     context = {
         "rows": rows,
         "filters": filters,
-        "refusal": refusal,
+        "list_refusal": refusal,
         "kinds": [(k.value, k.label) for k in SecurityEventKind],
         "csv_url": f"{reverse('adminportal:security-log-csv')}?{urlencode(query)}",
         "next_url": f"{here}?{urlencode({**query, 'cursor': next_cursor})}" if next_cursor else None,

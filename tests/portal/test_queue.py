@@ -200,3 +200,35 @@ def test_the_queue_page_costs_the_same_queries_with_10_and_1000_items(queue: Que
     assert small == large, (small, large)
     fragment_small = count("/queue/")
     assert fragment_small == small[0]
+
+
+def test_counts_are_reused_briefly_and_a_decision_forgets_them(queue: Queue, reviewer: Any, settings: Any) -> None:
+    from django.core.cache import cache
+
+    settings.REVIEWPORTAL_QUEUE_COUNTS_SECONDS = 60
+    cache.clear()
+    first = queue.unknown()
+    now = timezone.now()
+    assert queue_counts(now=now) == [("missing-baseline", 1)]
+    queue.mismatch()
+    assert queue_counts(now=now) == [("missing-baseline", 1)]  # a summary a few seconds old
+    assert len(list(queue_items(now=timezone.now()))) == 2  # the list itself is always read now
+    assert queue_counts(now=now, cached=False) == [("baseline-changed", 1), ("missing-baseline", 1)]
+    review_claim(user=reviewer, verification=first)
+    review_decide(user=reviewer, verification=first, verdict="FAIL", rationale="no", cited_evidence_ids=[],
+                  request_key=new_request_key())
+    assert queue_counts(now=timezone.now()) == [("baseline-changed", 1)]
+    cache.clear()
+
+
+@pytest.mark.postgres
+def test_the_queue_order_is_served_by_its_index(queue: Queue) -> None:
+    """The page query can walk the partial expression index in order (migration 0007) and stop after a page: the
+    index expression is the one the queue orders by. (Scans and sorts are priced out, since a test table is tiny.)"""
+    queue.unknown()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+    plan = queue_items(now=timezone.now())[:51].explain()
+    assert "verification_review_queue_idx" in plan, plan
+    assert "Sort" not in plan.split("->")[1], plan  # no sort above the walk: rows come out in queue order

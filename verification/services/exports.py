@@ -49,13 +49,36 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _cell(value: Any) -> str:
+def _text(value: Any) -> str:
+    """Free text (a subject's title, a reason, a name): neutralized if a spreadsheet would run it."""
     if value is None:
         return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    text = str(value)
     return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def _flag(value: Any) -> str:
+    return "" if value is None else ("true" if value else "false")
+
+
+def _time(value: Any) -> str:
+    return "" if value is None else value.isoformat()
+
+
+def _plain_text(value: Any) -> str:
+    """Ids, hashes, enums and numbers: never start with a formula character."""
+    return "" if value is None else str(value)
+
+
+#: One converter per export column (the columns' types are fixed), so each cell costs one call.
+_CSV_CELLS: Final = tuple(
+    {"subject": _text, "flag_reason": _text, "decided_by": _text, "reason": _text}.get(
+        name,
+        _flag if name in ("pending_expired", "flagged", "human_decided") else _time if name == "created_at"
+        else _plain_text,
+    )
+    for name in EXPORT_COLUMNS
+)
 
 
 def _rows(filters: Mapping[str, str], now: datetime) -> Iterator[tuple[Any, ...]]:
@@ -75,8 +98,9 @@ def history_csv(*, user: Any, filters: Mapping[str, str], now: datetime) -> Iter
         writer = csv.writer(buffer, lineterminator="\r\n")
         writer.writerow(EXPORT_COLUMNS)
         pending = 0
+        cells = _CSV_CELLS
         for row in rows:
-            writer.writerow([_cell(v) for v in row])
+            writer.writerow([convert(v) for convert, v in zip(cells, row, strict=True)])
             pending += 1
             if pending >= CHUNK_ROWS:
                 yield buffer.getvalue().encode("utf-8")

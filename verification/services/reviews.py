@@ -60,9 +60,9 @@ from verification.models import (
     Verification,
     VerificationEvidence,
 )
-from verification.review_selectors import claimable, in_queue
+from verification.review_selectors import claimable, forget_queue_counts, in_queue
 from verification.selectors import current_cycle, head_of, kernel_claims, receipt_payload
-from verification.services import NotFound, PermissionRefused, events
+from verification.services import NotFound, PermissionRefused, events, security_log
 from verification.services.actors import actor_for_user, kernel_actor
 from verification.services.findings import finding_raise
 from verification.services.receipts import receipt_issue
@@ -158,6 +158,7 @@ def review_claim_next(*, user: Any, now: datetime | None = None) -> Verification
             if pk is None:
                 return None
             if _take_lease(pk, user, when):
+                security_log.review_lease_recorded(kind="claim", user=user, verification_id=pk)  # issue 7 §4
                 return Verification.objects.select_related("task").get(pk=pk)
         skipped.append(pk)  # another claimer committed its lease after this transaction's snapshot: try the next
     return None
@@ -181,6 +182,7 @@ def review_claim(*, user: Any, verification: Verification, now: datetime | None 
         return review_renew(user=user, verification=locked, now=when)
     if not _take_lease(locked.pk, user, when):
         raise _not_held("another reviewer holds this item")
+    security_log.review_lease_recorded(kind="claim", user=user, verification_id=locked.pk)  # issue 7 §4
     return ReviewLease.objects.get(verification_id=locked.pk)
 
 
@@ -212,7 +214,11 @@ def review_release(
 ) -> bool:
     """Give the item back to the queue; True when ``user`` held a lease on it (idempotent)."""
     _require_reviewer(user)
-    return _end_lease(verification.pk, user, _now(now), end_reason)
+    released = _end_lease(verification.pk, user, _now(now), end_reason)
+    if released:  # issue 7 §4: on the security log
+        security_log.review_lease_recorded(kind="release", user=user, verification_id=verification.pk,
+                                           detail={"end_reason": end_reason})
+    return released
 
 
 # --- deciding --------------------------------------------------------------------------------------------------------
@@ -409,6 +415,8 @@ def _decide_locked(
         record.save()
         Verification.objects.filter(pk=locked.pk).update(awaiting_evidence=True)
         _end_lease(locked.pk, user, now, END_EVIDENCE_REQUESTED)
+        forget_queue_counts()
+        transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
         events.event_emit(
             kind=events.EVIDENCE_REQUESTED,
             verification=locked,
@@ -462,6 +470,8 @@ def _decide_locked(
     )
     record.save()
     _end_lease(locked.pk, user, now, END_DECIDED)
+    forget_queue_counts()
+    transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
     events.event_emit(
         kind=events.VERIFICATION_DECIDED,
         verification=locked,
