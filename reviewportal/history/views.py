@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import push_url
 
 from reviewportal.history import charts
 from reviewportal.history.access import (
@@ -60,6 +61,17 @@ def _url(name: str, query: dict[str, str], **kwargs: Any) -> str:
     return f"{base}?{urlencode(query)}" if query else base
 
 
+def _clean_redirect(request: HttpRequest, allowed: frozenset[str]) -> HttpResponse | None:
+    """A plain GET form sends every field, empty ones too: send the browser to the same view without them, so the
+    address to share is short (htmx gets the clean address through ``HX-Push-Url`` instead)."""
+    if _fragment(request):
+        return None
+    kept = {k: v.strip() for k, v in request.GET.items() if k in allowed and v.strip()}
+    if len(kept) == len(request.GET) and all(v == request.GET[k] for k, v in kept.items()):
+        return None
+    return redirect(f"{request.path}?{urlencode(kept)}" if kept else request.path)
+
+
 def _verification_or_404(verification_id: Any) -> Verification:
     verification = verification_get(verification_id)
     if verification is None:
@@ -74,6 +86,9 @@ def _verification_or_404(verification_id: Any) -> Verification:
 @history_required
 def history(request: HttpRequest) -> HttpResponse:
     """Every verification, filtered by the URL's query, newest first, in keyset pages (or, for htmx, the list)."""
+    clean = _clean_redirect(request, hs.HISTORY_FILTERS | {"cursor"})
+    if clean is not None:
+        return clean
     now = timezone.now()
     filters = hs.clean_filters(request.GET)
     cursor = request.GET.get("cursor", "").strip() or None
@@ -98,7 +113,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "jsonl_url": _url("history:export-jsonl", filters),
     }
     if _fragment(request):
-        return render(request, "history/_history_list.html", context)
+        return push_url(render(request, "history/_history_list.html", context), context["self_url"])
     return render(request, "history/history.html", context)
 
 
@@ -194,6 +209,9 @@ def timeline(request: HttpRequest, task_id: Any) -> HttpResponse:
 @require_GET
 @findings_required
 def findings(request: HttpRequest) -> HttpResponse:
+    clean = _clean_redirect(request, hs.FINDING_FILTERS | {"cursor"})
+    if clean is not None:
+        return clean
     filters = {k: request.GET.get(k, "").strip() for k in sorted(hs.FINDING_FILTERS) if request.GET.get(k, "").strip()}
     cursor = request.GET.get("cursor", "").strip() or None
     error = None
@@ -218,7 +236,7 @@ def findings(request: HttpRequest) -> HttpResponse:
         ],
     }
     if _fragment(request):
-        return render(request, "history/_findings_list.html", context)
+        return push_url(render(request, "history/_findings_list.html", context), context["self_url"])
     return render(request, "history/findings.html", context)
 
 

@@ -210,7 +210,6 @@
     var timer = null;
 
     function renew() {
-      if (document.hidden) return; // a hidden page does not keep the item: the lease runs out as configured
       fetch(url, {
         method: "POST",
         credentials: "same-origin",
@@ -237,6 +236,7 @@
         });
     }
 
+    // While the page is open, visible or not (a background tab's timers slow down, still far inside the lease).
     timer = window.setInterval(renew, every * 1000);
     document.addEventListener("visibilitychange", function () {
       if (!document.hidden) renew();

@@ -199,3 +199,28 @@ def test_an_inline_script_is_blocked_by_the_csp(live_server: Any, page: Any) -> 
     violations = page.evaluate("window.__violations")
     assert {"directive": "script-src-elem", "blocked": "inline", "disposition": "enforce"} in violations
     assert any("Content Security Policy" in text for text in messages)
+
+
+def test_the_open_review_page_renews_its_lease(
+    queue: Queue, reviewer: Any, live_server: Any, page: Any, sign_in: Any, console: Console
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    item = queue.unknown()
+    console.watch(page)
+    page.clock.install()  # the page's timers run on a clock the test moves; the server keeps real time
+    sign_in(page, reviewer)
+    page.goto(f"{live_server.url}/review/{item.pk}/")
+    page.click("[data-claim-this]")
+    page.wait_for_selector("[data-lease-renew-url]")
+    every = int(page.locator("[data-lease-renew-url]").get_attribute("data-lease-renew-seconds") or "0")
+    assert every == 300  # a third of the 15-minute lease
+    ReviewLease.objects.filter(verification=item).update(expires_at=timezone.now() + timedelta(seconds=30))
+    with page.expect_response(re.compile(rf".*/review/{item.pk}/renew$")) as renewal:
+        page.clock.run_for(every * 1000 + 1000)
+    assert renewal.value.status == 200
+    page.wait_for_function("document.querySelector('[data-lease-status]').textContent.startsWith('Yours until')")
+    lease = ReviewLease.objects.get(verification=item)
+    assert lease.expires_at > timezone.now() + timedelta(minutes=14)

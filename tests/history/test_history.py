@@ -257,3 +257,15 @@ def test_the_history_page_costs_the_same_queries_with_10_and_1000_rows(story: St
     large = counts()
     assert small == large, (small, large)
     assert max(small) <= 12, small  # session, user, permissions, the page, its heads, its decisions, reviewers
+
+
+def test_the_shared_address_is_the_clean_one(story: Story, manager: Any) -> None:
+    client = client_for(manager)
+    # Without JavaScript the GET form sends every field: the page redirects to the address without the empty ones.
+    response = client.get("/history/?subject=&verdict=FAIL&flagged=&state=")
+    assert (response.status_code, response["Location"]) == (302, "/history/?verdict=FAIL")
+    assert client.get("/history/?subject=&verdict=")["Location"] == "/history/"
+    # With htmx the list comes back with the clean address to push into the location bar.
+    fragment = client.get("/history/?subject=&verdict=FAIL&flagged=", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200 and fragment["HX-Push-Url"] == "/history/?verdict=FAIL"
+    assert ROW.findall(fragment.content.decode()) == [str(story.failed.pk)]

@@ -55,7 +55,7 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, Max, OuterRef, Subquery
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from verification import signing
@@ -92,8 +92,6 @@ CHECKPOINT_FIELDS: Final = ("format", "tree_size", "root_hash", "timestamp", "ke
 AUDIT_LABEL: Final = "system: audit_chains"
 #: Rows fetched per round trip while streaming (chains, leaves).
 CHUNK: Final = 2000
-#: Receipts registered as leaves per transaction.
-LEAF_BATCH: Final = 5000
 #: How many changed positions a checkpoint-inconsistent finding names.
 SHOWN_CHANGES: Final = 5
 _AUDIT_LOCK: Final = 8_200_308_003  # pg_advisory_xact_lock key of the leaf table (any fixed bigint)
@@ -409,29 +407,30 @@ def _lock_leaves() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_AUDIT_LOCK])
 
 
+_REGISTER_SQL: Final = """
+INSERT INTO verification_auditleaf (position, verification_id, seq, content_hash, added_at)
+SELECT %s + ROW_NUMBER() OVER (ORDER BY r.created_at, r.verification_id, r.seq) - 1,
+       r.verification_id, r.seq, r.content_hash, %s
+FROM verification_receipt r
+WHERE NOT EXISTS (
+    SELECT 1 FROM verification_auditleaf l WHERE l.verification_id = r.verification_id AND l.seq = r.seq
+)
+"""
+
+
 def _register_leaves(now: datetime) -> int:
-    """Give every receipt not yet in the tree the next positions, in (created_at, verification, seq) order."""
-    seen = AuditLeaf.objects.filter(verification_id=OuterRef("verification_id"), seq=OuterRef("seq"))
-    added = 0
-    while True:
-        with transaction.atomic():
-            _lock_leaves()
-            top = AuditLeaf.objects.aggregate(top=Max("position"))["top"]
-            position = 0 if top is None else int(top) + 1
-            batch = list(
-                Receipt.objects.filter(~Exists(seen))
-                .order_by("created_at", "verification_id", "seq")
-                .values_list("verification_id", "seq", "content_hash")[:LEAF_BATCH]
-            )
-            if not batch:
-                return added
-            AuditLeaf.objects.bulk_create(
-                [
-                    AuditLeaf(position=position + i, verification_id=vid, seq=seq, content_hash=ch, added_at=now)
-                    for i, (vid, seq, ch) in enumerate(batch)
-                ]
-            )
-            added += len(batch)
+    """Give every receipt not yet in the tree the next positions, in (created_at, verification, seq) order.
+
+    One ``INSERT … SELECT`` numbering the new receipts with ``ROW_NUMBER()`` (PostgreSQL, and SQLite ≥ 3.25), under
+    the leaf lock, in one transaction: the database does the work, nothing is held in memory here."""
+    with transaction.atomic():
+        _lock_leaves()
+        top = AuditLeaf.objects.aggregate(top=Max("position"))["top"]
+        position = 0 if top is None else int(top) + 1
+        added_at = AuditLeaf._meta.get_field("added_at").get_db_prep_value(now, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(_REGISTER_SQL, [position, added_at])
+            return max(0, int(cursor.rowcount))
 
 
 def _trusted_checkpoint(path: Path, state: PinState, report: AuditReport) -> Checkpoint | None:
