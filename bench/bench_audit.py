@@ -147,20 +147,31 @@ def main() -> str | None:
             chains = _store(RECEIPTS, CHAIN_LENGTH)
             stored_s = time.perf_counter() - started
             with connection.cursor() as cursor:
-                cursor.execute("ANALYZE")
+                # As a database that has been running a while would be: statistics gathered, hint bits set.
+                cursor.execute("VACUUM ANALYZE")
             rss_before = _maxrss_mib()
             first_s, first = _audit()
-            steady = [_audit() for _ in range(3)]
-            steady_s, report = min(steady, key=lambda run: run[0])
-            bare_s, count = min((_bare_verify() for _ in range(3)), key=lambda run: run[0])
+            rss_audit = _maxrss_mib()
+            # Alternating rounds, so the machine's other load hits both sides alike; best of each, and the median of
+            # the per-round ratios.
+            rounds = []
+            for _ in range(3):
+                audit_s, report = _audit()
+                bare_s, count = _bare_verify()
+                rounds.append((audit_s, bare_s))
+            steady_s = min(a for a, _ in rounds)
+            bare_s = min(b for _, b in rounds)
+            ratios = sorted(a / b for a, b in rounds)
             lines = [
                 f"{count:,} receipts in {chains:,} chains of {CHAIN_LENGTH} (stored in {stored_s:.1f} s)",
                 f"bare Ed25519 verification of their signatures: {bare_s:.3f} s ({count / bare_s:,.0f}/s), best of 3",
                 f"audit, first run (also assigns every tree position): {first_s:.3f} s; ratio {first_s / bare_s:.2f}"
                 f" ({'ok' if first.ok else 'PROBLEMS'}, {len(first.problems)} problem(s), tree {first.tree_size})",
-                f"audit, steady state (what the beat task does): {steady_s:.3f} s; ratio {steady_s / bare_s:.2f} "
-                f"(target <= 2.5), best of 3 ({'ok' if report.ok else 'PROBLEMS'}, consistent={report.consistent})",
-                f"peak resident memory: {rss_before:.0f} MiB before the audits, {_maxrss_mib():.0f} MiB after",
+                f"audit, steady state (what the beat task does): {steady_s:.3f} s, best of 3; ratio "
+                f"{steady_s / bare_s:.2f} best to best, {ratios[1]:.2f} median of rounds (target <= 2.5) "
+                f"({'ok' if report.ok else 'PROBLEMS'}, consistent={report.consistent})",
+                f"peak resident memory: {rss_before:.0f} MiB before the audits, {rss_audit:.0f} MiB after the first "
+                f"(the chains are streamed one at a time)",
             ]
         finally:
             connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)

@@ -760,9 +760,28 @@ def security_log_page(
     return page[:limit], (str(page[limit - 1].pk) if len(page) > limit else None)
 
 
+def security_log_of_user(user: Any, limit: int = 20) -> list[SecurityLogEntry]:
+    """The latest entries by a user or about them (their username as the target), newest first."""
+    about = Q(user=user) | Q(target=user.get_username())
+    return list(SecurityLogEntry.objects.filter(about).select_related("user").order_by("-id")[:limit])
+
+
+EXPORT_PAGE: Final = 1000
+
+
 def security_log_rows(filters: Mapping[str, str]) -> Iterator[SecurityLogEntry]:
-    """Every entry the filters select, newest first, streamed (the CSV export)."""
-    return security_log_query(filters).iterator(chunk_size=1000)
+    """Every entry the filters select, newest first, read in keyset pages of ``EXPORT_PAGE`` (the CSV export).
+
+    Pages, not one server-side cursor: a streamed response may be abandoned half-read, and a page query leaves no
+    cursor open behind it. ``invalid-request`` for a bad filter, raised when the first row is asked for."""
+    queryset = security_log_query(filters)
+    last: int | None = None
+    while True:
+        page = list((queryset.filter(id__lt=last) if last is not None else queryset)[:EXPORT_PAGE])
+        yield from page
+        if len(page) < EXPORT_PAGE:
+            return
+        last = page[-1].pk
 
 
 # --- the audit -------------------------------------------------------------------------------------------------------

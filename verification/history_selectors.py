@@ -34,11 +34,11 @@ from typing import Any, Final
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import (
-    Aggregate,
     BooleanField,
     Case,
     CharField,
     Count,
+    DateTimeField,
     DurationField,
     Exists,
     ExpressionWrapper,
@@ -176,6 +176,35 @@ def state_expression(now: datetime) -> Case:
     )
 
 
+def state_q(state: str, now: datetime) -> Q:
+    """The rows whose ``state_expression`` is ``state``, as plain predicates (the planner estimates these from column
+    statistics and can walk the keyset index; a filter on the CASE expression it cannot estimate)."""
+    outcome = Q(verdict__isnull=False)
+    live = outcome & ~Q(_superseded())
+    undecided = live & Q(human_decided=False)
+    open_ = undecided & ~Q(_evidence_requested())
+    pending = Q(verdict=Verdict.PENDING.value)
+    expired = _expired_pending(now)
+    states: dict[str, Q] = {
+        STATE_FAILED: Q(verdict__isnull=True, failed_at__isnull=False),
+        STATE_QUEUED: Q(verdict__isnull=True, failed_at__isnull=True, attempts=0),
+        STATE_RUNNING: Q(verdict__isnull=True, failed_at__isnull=True, attempts__gt=0)
+        | (open_ & Q(flagged=False) & pending & ~expired),
+        STATE_SUPERSEDED: outcome & Q(_superseded()),
+        STATE_DECIDED: live & Q(human_decided=True),
+        STATE_AWAITING: undecided & Q(_evidence_requested()),
+        STATE_IN_REVIEW: open_ & (Q(flagged=True) | expired),
+        STATE_SUCCEEDED: open_ & Q(flagged=False) & ~pending,
+    }
+    return states[state]
+
+
+def _head_authority_is(authority: str) -> Exists:
+    """The head receipt (no later one in its chain) has ``authority``: a semi-join the planner can estimate."""
+    later = Receipt.objects.filter(verification=OuterRef("verification"), seq__gt=OuterRef("seq"))
+    return Exists(Receipt.objects.filter(verification=OuterRef("pk"), authority=authority).filter(~Exists(later)))
+
+
 # --- filters ---------------------------------------------------------------------------------------------------------
 
 
@@ -241,8 +270,7 @@ def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[V
         if value == Authority.HUMAN.value:
             queryset = queryset.filter(human_decided=True)
         else:
-            queryset = queryset.filter(human_decided=False).annotate(head_authority_filter=_head_column("authority"))
-            queryset = queryset.filter(head_authority_filter=value)
+            queryset = queryset.filter(Q(human_decided=False) & Q(_head_authority_is(value)))
     value = (filters.get("flagged") or "").strip()
     if value:
         if value not in ("true", "false"):
@@ -268,7 +296,7 @@ def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[V
     if value:
         if value not in STATES:
             raise _bad(f"state is one of {', '.join(STATES)}")
-        queryset = queryset.annotate(history_state=state_expression(now)).filter(history_state=value)
+        queryset = queryset.filter(state_q(value, now))
     since = (filters.get("since") or "").strip()
     until = (filters.get("until") or "").strip()
     if since:
@@ -341,19 +369,27 @@ def history_page(
 ) -> HistoryPage:
     """One page of the history (keyset pagination on created_at, id; newest first).
 
-    Three queries whatever the table holds: the page (with its state and head id), its head receipts, and the
-    reviewers' decisions on it.
+    Four queries whatever the table holds: the page's ids, its rows (with their state and head id), their head
+    receipts, and the reviewers' decisions on them.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise _bad(f"limit is 1-{MAX_PAGE}")
-    queryset = history_queryset(filters=filters, now=now).select_related("task")
+    queryset = history_queryset(filters=filters, now=now)
     if cursor:
         at = Cursor.decode(cursor)
         queryset = queryset.filter(Q(created_at__lt=at.created_at) | Q(created_at=at.created_at, id__lt=at.pk))
-    queryset = queryset.annotate(row_state=state_expression(now), head_hash=_head_column("content_hash"))
-    page = list(queryset[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
+    # First the page's ids alone (the keyset index walked in order, the filters checked row by row, no join), then
+    # those rows with what the page shows: a join or a per-row expression never changes how the page is found.
+    ids = list(queryset.values_list("pk", flat=True)[: limit + 1])
+    more = len(ids) > limit
+    ids = ids[:limit]
+    found = {
+        v.pk: v
+        for v in Verification.objects.filter(pk__in=ids)
+        .select_related("task")
+        .annotate(row_state=state_expression(now), head_hash=_head_column("content_hash"))
+    } if ids else {}
+    page = [found[pk] for pk in ids if pk in found]
     hashes = [h for v in page if (h := getattr(v, "head_hash", None))]
     heads: dict[str, tuple[str, str, str]] = {}
     if hashes:
@@ -897,29 +933,22 @@ class TimeToDecision:
     p90_seconds: float | None
 
 
-class _PercentileCont(Aggregate):
-    """PostgreSQL's ``percentile_cont(f) WITHIN GROUP (ORDER BY expr)`` (continuous: interpolates)."""
-
-    function = "PERCENTILE_CONT"
-    name = "percentile_cont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression: Any, *, fraction: float) -> None:
-        if not 0 <= fraction <= 1:
-            raise ValueError("a percentile is a fraction in [0, 1]")
-        super().__init__(expression, fraction=repr(float(fraction)))
-
-
 def _decision_delay() -> ExpressionWrapper:
-    return ExpressionWrapper(F("created_at") - F("verification__submitted_at"), output_field=DurationField())
+    """From submission to the decision. The submission time is looked up per decision (a correlated subquery on the
+    primary key) rather than joined: the work follows the decisions in the period, not the verifications table."""
+    submitted = Subquery(
+        Verification.objects.filter(pk=OuterRef("verification_id")).order_by().values("submitted_at")[:1],
+        output_field=DateTimeField(),
+    )
+    return ExpressionWrapper(F("created_at") - submitted, output_field=DurationField())
 
 
 def time_to_decision(*, period: Period) -> TimeToDecision:
     """Median and p90 of the time from submission to a person's PASS or FAIL, over decisions made in the period.
 
-    PostgreSQL: one ``percentile_cont`` aggregate. Elsewhere (SQLite): the count, then for each percentile the two
-    ordered values around its position (``ORDER BY … LIMIT 2 OFFSET k``), interpolated as ``percentile_cont`` does.
+    PostgreSQL: one ``percentile_cont(ARRAY[0.5, 0.9])`` ordered-set aggregate over the decisions' delays.
+    Elsewhere (SQLite): the count, then for each percentile the two ordered values around its position
+    (``ORDER BY … LIMIT 2 OFFSET k``), interpolated as ``percentile_cont`` does.
     """
     decided = ReviewDecision.objects.filter(_in_period(period), receipt__isnull=False)
     if connection.vendor == "postgresql":
@@ -927,10 +956,18 @@ def time_to_decision(*, period: Period) -> TimeToDecision:
             _decision_delay(), template="CAST(EXTRACT(EPOCH FROM %(expressions)s) AS double precision)",
             output_field=FloatField(),
         )
-        result = decided.aggregate(
-            n=Count("pk"), p50=_PercentileCont(seconds, fraction=0.5), p90=_PercentileCont(seconds, fraction=0.9)
+        inner, params = decided.order_by().annotate(seconds=seconds).values("seconds").query.sql_with_params()
+        # One pass: both percentiles from one ordering of the delays (the ORM has no ordered-set aggregate).
+        sql = (
+            "SELECT COUNT(*), PERCENTILE_CONT(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY delays.seconds) "  # noqa: S608
+            f"FROM ({inner}) AS delays"
         )
-        return TimeToDecision(int(result["n"] or 0), result["p50"], result["p90"])
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            count, percentiles = cursor.fetchone()
+        if not count:
+            return TimeToDecision(0, None, None)
+        return TimeToDecision(int(count), float(percentiles[0]), float(percentiles[1]))
     n = decided.count()
     if n == 0:
         return TimeToDecision(0, None, None)

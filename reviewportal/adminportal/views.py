@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.db import DatabaseError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -300,7 +300,7 @@ def audit_page(request: HttpRequest) -> HttpResponse:
 @access.chains_inspector
 def audit_run(request: HttpRequest) -> HttpResponse:
     """Run the audit now (the same service the beat task and ``manage.py audit_chains`` call)."""
-    report = audit.audit_run()
+    report = audit.audit_run(by=request.user)
     if report.skipped:
         messages.info(request, "Another audit run is in progress; try again in a moment.")
     elif report.ok:
@@ -422,7 +422,7 @@ def _user_context(user: Any, **extra: Any) -> dict[str, Any]:
         "actor": actor,
         "tokens": selectors.token_rows(actor=actor.name) if actor is not None else [],
         "leases": selectors.leases_held(user),
-        "log": selectors.security_log_query({"target": user.get_username()})[:20],
+        "log": selectors.security_log_of_user(user),
         **extra,
     }
 
@@ -535,7 +535,7 @@ def token_revoke(request: HttpRequest, token_id: Any) -> HttpResponse:
         raise Http404("no such token")
     users.token_revoke_as_admin(by=request.user, token=token)
     messages.success(request, f"Revoked token {token.prefix}… of {token.actor.name}: it stops working at once.")
-    return redirect(request.POST.get("next") if _safe_next(request) else reverse("adminportal:tokens"))
+    return redirect(request.POST.get("next", "") if _safe_next(request) else reverse("adminportal:tokens"))
 
 
 def _safe_next(request: HttpRequest) -> bool:
@@ -611,7 +611,7 @@ class _Echo:
 
 @require_GET
 @access.security_log_reader
-def security_log_csv(request: HttpRequest) -> HttpResponse:
+def security_log_csv(request: HttpRequest) -> HttpResponseBase:
     """The filtered log as CSV, streamed (every matching entry, newest first)."""
     try:
         rows = selectors.security_log_rows(_log_filters(request))

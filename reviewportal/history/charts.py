@@ -97,7 +97,7 @@ def stacked_columns(
     rects: list[Rect] = []
     for i, category in enumerate(categories):
         x = LEFT + i * slot + (slot - bar_w) / 2
-        base = TOP + plot_h
+        base: float = TOP + plot_h
         for s in series:
             value = float(s.values[i])
             if value <= 0:

@@ -195,7 +195,7 @@ def test_a_deleted_last_receipt_is_missing_from_the_tree(chain: Any, checkpoint_
     assert report.written is None and len(_lines(checkpoint_log)) == 1
 
 
-# --- (b) a whole chain rewritten and re-signed -------------------------------------------------------------------------
+# --- (b) a whole chain rewritten and re-signed -----------------------------------------------------------------------
 
 
 def _make_pass(payload: dict[str, Any]) -> None:
@@ -304,7 +304,9 @@ def test_checkpoints_signed_by_a_since_revoked_key_are_set_aside(
     assert report.written is not None and report.written.key_id != receipts[0].key_id
 
 
-def test_key_states_that_disagree_with_the_pin_log_are_tamper(chain: Any, checkpoint_log: Path, signing_key: Any) -> None:
+def test_key_states_that_disagree_with_the_pin_log_are_tamper(
+    chain: Any, checkpoint_log: Path, signing_key: Any
+) -> None:
     from verification.models import SigningKey
 
     SigningKey.objects.filter(pk=signing_key.pk).update(status="revoked", revoked_at=timezone.now())
@@ -408,3 +410,16 @@ def test_a_second_run_while_one_holds_the_lock_is_skipped(chain: Any, checkpoint
         assert held
         report = audit_run()
     assert report.skipped and not report.ok and AuditRun.objects.count() == 0
+
+
+def test_a_pin_entry_with_a_refused_key_is_tamper_not_a_crash(chain: Any, checkpoint_log: Path) -> None:
+    small_order = {"kty": "OKP", "crv": "Ed25519", "x": "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
+    entry = PinEntry(
+        action=PinAction.PIN, purpose=PinPurpose.PROOF_SIGNING, key_id="ed25519-0000000000000000",
+        jwk=canonical_text(small_order), fingerprint="0" * 64, actor_label="user: mallory",
+        created_at=timezone.now(), channel="none",
+    )
+    entry.save()
+    report = audit_run()
+    assert ("pin-log", f"entry {entry.pk}", "small-order-key") in {p.refs for p in report.tamper}
+    assert report.chains == 1  # the chains were still verified

@@ -106,6 +106,12 @@ def clients(make_user: Any) -> dict[str, Client]:
     return out
 
 
+def _records() -> dict[str, int]:
+    from verification.models import FindingEvent, PinEntry, Receipt, SecurityLogEntry
+
+    return {m.__name__: m.objects.count() for m in (Receipt, PinEntry, FindingEvent, SecurityLogEntry)}
+
+
 def test_every_admin_url_is_in_the_matrix() -> None:
     names = {p.name for p in admin_urls.urlpatterns if isinstance(p, URLPattern)}
     assert names == {name for name, _, _ in MATRIX}
@@ -118,7 +124,11 @@ def test_the_matrix(
 ) -> None:
     url = _url(name, world)
     client = clients[role]
+    before = _records()
     response = client.get(url) if method == "GET" else client.post(url, {"roles": ["reviewer"]})
+    after = _records()
+    # No admin path edits or deletes a receipt, a pin entry, a finding event or a log entry (issue 7 §4).
+    assert all(after[model] >= before[model] for model in before), (before, after)
     assert response.status_code == expected[role], (name, role, response.status_code)
     if response.status_code == 302 and role == "anonymous":
         assert response["Location"].startswith(settings.LOGIN_URL)

@@ -203,3 +203,13 @@ def test_the_database_refuses_to_edit_or_delete_them(table: str, admin_user: Any
     for sql in (f'UPDATE "{table}" SET "{column}" = {value}', f'DELETE FROM "{table}"'):  # noqa: S608
         with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql)
+
+
+def test_the_export_reads_every_page(admin: Client, admin_user: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verification import admin_selectors
+
+    monkeypatch.setattr(admin_selectors, "EXPORT_PAGE", 2)
+    made = [security_log_record(kind="key-pin", user=admin_user, target=f"k{i}") for i in range(5)]
+    response = admin.get(reverse("adminportal:security-log-csv"), {"kind": "key-pin"})
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [int(r[0]) for r in rows[1:]] == [e.pk for e in reversed(made)]

@@ -34,9 +34,9 @@ from tests.portal.conftest import (  # noqa: F401 - fixtures shared with the por
 from tests.verification.conftest import signing_key, var_dir  # noqa: F401 - fixtures shared with the receipts tests
 from tests.verification.service_world import NOTES, inline
 from verification.models import Finding, Task, Verification
+from verification.services import verifications
 from verification.services.reviews import new_request_key, review_claim, review_decide
 from verification.services.tasks import task_create
-from verification.services import verifications
 from verification.services.verifications import verification_add_evidence, verification_run
 
 
@@ -72,18 +72,19 @@ def decide(user: Any, verification: Verification, verdict: str, *, rationale: st
 
 
 @pytest.fixture
-def story(queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch) -> Story:
+def story(queue: Queue, reviewer: Any) -> Story:  # noqa: F811 - the fixtures imported above, by name
     # Runs happen when this fixture says (``verification_run``), not when a submission commits: under a transactional
     # test (the browser's) the on-commit enqueue would run the first verification before its bytes vanish.
-    monkeypatch.setattr(verifications, "_enqueue", lambda verification_id: None)
-    failed = queue.bytes_gone_digest("Release notes v1.2")
-    decide(reviewer, failed, "FAIL", rationale="The notes file is gone from the store; resubmit it.")
-    world = queue.world
-    passed = verification_add_evidence(
-        actor=world.agent.actor, token=world.agent.token, verification=failed,
-        body={"evidence": [inline("notes", NOTES)]},
-    )
-    verification_run(verification_id=passed.pk)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(verifications, "_enqueue", lambda verification_id: None)
+        failed = queue.bytes_gone_digest("Release notes v1.2")
+        decide(reviewer, failed, "FAIL", rationale="The notes file is gone from the store; resubmit it.")
+        world = queue.world
+        passed = verification_add_evidence(
+            actor=world.agent.actor, token=world.agent.token, verification=failed,
+            body={"evidence": [inline("notes", NOTES)]},
+        )
+        verification_run(verification_id=passed.pk)
     failed.refresh_from_db()
     passed.refresh_from_db()
     assert (failed.verdict, failed.human_decided) == ("FAIL", True)
@@ -91,7 +92,6 @@ def story(queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch) -> Story
     integrity = Finding.objects.get(kind="evidence_integrity", verification=failed)
     disagreement = Finding.objects.filter(kind="disagreement").first()
     assert failed.task is not None
-    monkeypatch.undo()
     return Story(failed.task, failed, passed, integrity, disagreement)
 
 
@@ -149,9 +149,9 @@ class Bulk:
             "human_decided": False,
         }
         values.update(columns)
-        names = sorted(values)
+        names = sorted(values)  # column names from this function's own keywords; every value is a parameter
         sql = (
-            "INSERT INTO verification_verification (id, rubric_hash, submission_hash, created_at, submitted_at, "
+            "INSERT INTO verification_verification (id, rubric_hash, submission_hash, created_at, submitted_at, "  # noqa: S608
             "task_id, cycle, submitted_boundary, body, awaiting_evidence, last_error, evidence_key, "
             + ", ".join(names)
             + ") SELECT gen_random_uuid(), repeat('1', 64), md5(random()::text) || md5(random()::text), "
@@ -169,5 +169,5 @@ class Bulk:
 
 
 @pytest.fixture
-def bulk(queue: Queue) -> Bulk:
+def bulk(queue: Queue) -> Bulk:  # noqa: F811 - the fixture imported above, by name
     return Bulk(task_create(actor=queue.world.owner.actor, title="bulk subject"))

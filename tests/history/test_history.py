@@ -43,7 +43,9 @@ def test_every_verification_is_in_the_history_newest_first(story: Story, queue: 
     assert [r.verification.pk for r in got.rows] == expected
     row = {r.verification.pk: r for r in got.rows}
     failed = row[story.failed.pk]
-    assert (failed.state, failed.verdict, failed.authority, failed.decided_by) == ("superseded", "FAIL", "human", "rita")
+    assert (failed.state, failed.verdict, failed.authority, failed.decided_by) == (
+        "superseded", "FAIL", "human", "rita"
+    )
     assert failed.head_kind == "decision"
     passed = row[story.passed.pk]
     assert (passed.state, passed.verdict, passed.determination, passed.authority, passed.decided_by) == (
@@ -60,7 +62,9 @@ def test_the_state_of_each_kind_of_verification(story: Story, queue: Queue, revi
     in_review = queue.unknown("still in the queue")
     awaiting = queue.unknown("sent back")
     review_claim(user=reviewer, verification=awaiting)
-    review_request_evidence(user=reviewer, verification=awaiting, rationale="need the config", request_key=new_request_key())
+    review_request_evidence(
+        user=reviewer, verification=awaiting, rationale="need the config", request_key=new_request_key()
+    )
     decided = queue.unknown("decided")
     decide(reviewer, decided, "FAIL", rationale="wrong retries")
     expired = queue.expired_pending("overdue")
@@ -80,6 +84,10 @@ def test_the_state_of_each_kind_of_verification(story: Story, queue: Queue, revi
     assert set(expected) == set(hs.STATES)
     for state, wanted in expected.items():
         assert ids({"state": state}, now=now) == wanted, state
+    # The filter's predicates and the label the page shows are one definition, row by row.
+    shown = dict(Verification.objects.annotate(s=hs.state_expression(now)).values_list("pk", "s"))
+    for state, wanted in expected.items():
+        assert {pk for pk, label in shown.items() if label == state} == wanted, state
     # in_review is exactly the reviewer queue (issue 5).
     from verification.review_selectors import queue_items
 

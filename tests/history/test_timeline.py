@@ -78,7 +78,9 @@ def test_a_request_for_more_evidence_is_on_the_timeline(queue: Queue, reviewer: 
 
     item = queue.unknown("needs config")
     review_claim(user=reviewer, verification=item)
-    review_request_evidence(user=reviewer, verification=item, rationale="send the config", request_key=new_request_key())
+    review_request_evidence(
+        user=reviewer, verification=item, rationale="send the config", request_key=new_request_key()
+    )
     html = client_for(manager).get(f"/history/subject/{item.task_id}/").content.decode()
     assert "data-evidence-request" in html and "“send the config”" in html and "awaiting evidence" in html
 

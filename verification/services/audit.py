@@ -80,7 +80,7 @@ from verification.models import (
 )
 from verification.selectors import PinState, pin_state, pinned_key
 from verification.services.findings import finding_raise
-from verification.services.security_log import security_log_record
+from verification.services.security_log import require_permission, security_log_record
 from verification.signing import SigningKeyUnavailable
 
 logger = logging.getLogger(__name__)
@@ -456,7 +456,11 @@ def _trusted_checkpoint(path: Path, state: PinState, report: AuditReport) -> Che
                              "portal key pinned for proof-signing")
             )
             continue
-        if not verify_checkpoint(checkpoint, pinned_key(entry)):
+        try:
+            signer = pinned_key(entry)
+        except KernelError:
+            signer = None  # the pin log's own problem, reported by _audit_keys
+        if signer is None or not verify_checkpoint(checkpoint, signer):
             report.problems.append(
                 _log_problem(number, Reason.SIGNATURE_FAILURE, f"line {number}: the signature does not verify")
             )
@@ -495,13 +499,30 @@ def _log_problem(line: int, code: Reason, detail: str) -> Problem:
     return Problem(FindingKind.TAMPER, code, ("checkpoint-log", f"line {line}", code.value), detail)
 
 
-def _audit_keys(state: PinState) -> tuple[dict[str, TrustedKey], set[str]]:
-    """The pinned proof-signing keys with revocation lifted (the audit reports it itself), and the revoked ids."""
-    keys = {
-        key_id: TrustedKey(pinned_key(entry), revoked=False)
-        for (key_id, purpose), entry in state.pinned.items()
-        if purpose == PinPurpose.PROOF_SIGNING
-    }
+def _audit_keys(state: PinState, report: AuditReport) -> tuple[dict[str, TrustedKey], set[str]]:
+    """The pinned proof-signing keys with revocation lifted (the audit reports it itself), and the revoked ids.
+
+    A pin entry whose key no longer passes the kernel's checks (written behind the portal's back) is a tamper
+    problem and trusts nothing."""
+    keys: dict[str, TrustedKey] = {}
+    for (key_id, purpose), entry in state.pinned.items():
+        if purpose != PinPurpose.PROOF_SIGNING:
+            continue
+        try:
+            key = pinned_key(entry)
+        except KernelError as exc:
+            report.problems.append(
+                Problem(FindingKind.TAMPER, exc.reason, ("pin-log", f"entry {entry.pk}", exc.reason.value),
+                        f"pin entry {entry.pk} ({key_id}) holds a key the kernel refuses: {exc.detail}")
+            )
+            continue
+        if key.key_id != key_id:
+            report.problems.append(
+                Problem(FindingKind.TAMPER, Reason.KID_MISMATCH, ("pin-log", f"entry {entry.pk}", "kid-mismatch"),
+                        f"pin entry {entry.pk} names {key_id} but holds {key.key_id}")
+            )
+            continue
+        keys[key_id] = TrustedKey(key, revoked=False)
     return keys, set(state.revoked)
 
 
@@ -771,11 +792,20 @@ def _record(report: AuditReport) -> None:
     report.run_id = run.pk
 
 
-def audit_run(*, now: datetime | None = None, checkpoint_path: Path | None = None) -> AuditReport:
+INSPECT_CHAINS: Final = "reviewportal.inspect_chains"
+
+
+def audit_run(
+    *, now: datetime | None = None, checkpoint_path: Path | None = None, by: Any = None
+) -> AuditReport:
     """Run the continuous audit once (see the module docstring); the report, also recorded as an ``AuditRun``.
 
-    Idempotent: a second run over the same state raises no new finding and writes no new checkpoint.
+    Idempotent: a second run over the same state raises no new finding and writes no new checkpoint. ``by``: the
+    portal user who asked for it from the admin pages (``permission-denied`` unless they may inspect chains); the
+    beat task and the command run it as the system.
     """
+    if by is not None:
+        require_permission(by, INSPECT_CHAINS, "run the audit")
     when = now or timezone.now()
     path = checkpoint_path or checkpoint_log_path()
     report = AuditReport(started_at=when)
@@ -787,7 +817,7 @@ def audit_run(*, now: datetime | None = None, checkpoint_path: Path | None = Non
         state = pin_state()
         report.checkpoint = _trusted_checkpoint(path, state, report)
         report.leaves_added = _register_leaves(when)
-        keys, revoked = _audit_keys(state)
+        keys, revoked = _audit_keys(state, report)
         _check_chains(keys, revoked, state, report)
         _check_keys(state, report)
         if _check_tree(report.checkpoint, report):
