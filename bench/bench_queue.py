@@ -565,8 +565,9 @@ def _time_pages(
 
 
 def _service_claimer(
-    user: Any, claims: int, got: list[Any], cpu: list[float], start: threading.Barrier, errors: list[Any]
+    user: Any, claims: int, got: list[Any], tally: list[tuple[float, int]], start: Any, errors: list[Any]
 ) -> None:
+    """``claims`` times "Next item" through the service; ``tally`` gets (CPU seconds, claims that came back empty)."""
     from django.db import connection
 
     from verification.services.reviews import review_claim_next
@@ -575,13 +576,14 @@ def _service_claimer(
         connection.ensure_connection()
         user.has_perm("reviewportal.decide_verification")  # the permission cache, as a signed-in request has it
         start.wait(timeout=120)
-        began = time.thread_time()
+        began, empty = time.thread_time(), 0
         for _ in range(claims):
             verification = review_claim_next(user=user)
-            if verification is None:
-                break
-            got.append(verification.pk)
-        cpu.append(time.thread_time() - began)
+            if verification is None:  # lost CLAIM_ATTEMPTS races in a row (or the queue ran dry): a reviewer retries
+                empty += 1
+            else:
+                got.append(verification.pk)
+        tally.append((time.thread_time() - began, empty))
     except BaseException as exc:  # noqa: BLE001 - reported by the caller
         errors.append(exc)
         start.abort()
@@ -590,8 +592,9 @@ def _service_claimer(
 
 
 def _bare_claimer(
-    user: Any, claims: int, got: list[Any], cpu: list[float], start: threading.Barrier, errors: list[Any]
+    user: Any, claims: int, got: list[Any], tally: list[tuple[float, int]], start: Any, errors: list[Any]
 ) -> None:
+    """The same with the bare loop: pick with SKIP LOCKED, upsert, commit; on a lost race the next candidate."""
     import psycopg
 
     try:
@@ -599,7 +602,7 @@ def _bare_claimer(
             conn.execute("SELECT 1")
             conn.commit()
             start.wait(timeout=120)
-            began = time.thread_time()
+            began, empty = time.thread_time(), 0
             for _ in range(claims):
                 skipped: list[uuid.UUID] = []
                 taken = None
@@ -617,9 +620,10 @@ def _bare_claimer(
                         break
                     skipped.append(row[0])
                 if taken is None:
-                    break
-                got.append(taken)
-            cpu.append(time.thread_time() - began)
+                    empty += 1
+                else:
+                    got.append(taken)
+            tally.append((time.thread_time() - began, empty))
     except BaseException as exc:  # noqa: BLE001 - reported by the caller
         errors.append(exc)
         start.abort()
@@ -627,15 +631,15 @@ def _bare_claimer(
 
 def _claim_round(
     claimer: Callable[..., None], users: list[Any], claims: int
-) -> tuple[float, float, list[list[Any]]]:
-    """Every reviewer claims ``claims`` items at once, each in its own thread on its own connection; (seconds, CPU
-    seconds of the claiming threads, each one's items)."""
+) -> tuple[float, tuple[float, int], list[list[Any]]]:
+    """Every reviewer claims ``claims`` items at once, each in its own thread on its own connection; (seconds, (CPU
+    seconds of the claiming threads, claims that came back empty), each one's items)."""
     got: list[list[Any]] = [[] for _ in users]
-    cpu: list[float] = []
+    tally: list[tuple[float, int]] = []
     errors: list[Any] = []
     start = threading.Barrier(len(users) + 1)
     threads = [
-        threading.Thread(target=claimer, args=(u, claims, got[i], cpu, start, errors)) for i, u in enumerate(users)
+        threading.Thread(target=claimer, args=(u, claims, got[i], tally, start, errors)) for i, u in enumerate(users)
     ]
     for thread in threads:
         thread.start()
@@ -647,7 +651,7 @@ def _claim_round(
     elapsed = time.perf_counter() - started
     if errors:
         raise errors[0]
-    return elapsed, sum(cpu), got
+    return elapsed, (sum(t[0] for t in tally), sum(t[1] for t in tally)), got
 
 
 def _worker_loop(user_pk: int, pipe: Any, start: Any) -> None:
@@ -661,10 +665,10 @@ def _worker_loop(user_pk: int, pipe: Any, start: Any) -> None:
         while (order := pipe.recv()) is not None:
             side, claims = order
             got: list[Any] = []
-            cpu: list[float] = []
+            tally: list[tuple[float, int]] = []
             errors: list[Any] = []
-            (_service_claimer if side == "service" else _bare_claimer)(user, claims, got, cpu, start, errors)
-            pipe.send(([str(pk) for pk in got], sum(cpu), repr(errors[0]) if errors else None))
+            (_service_claimer if side == "service" else _bare_claimer)(user, claims, got, tally, start, errors)
+            pipe.send(([str(pk) for pk in got], tally[0] if tally else (0.0, 0), repr(errors[0]) if errors else None))
     finally:
         connections.close_all()
 
@@ -695,7 +699,7 @@ class _Workers:
         finally:
             gc.unfreeze()
 
-    def round(self, side: str, claims: int) -> tuple[float, float, list[list[Any]]]:
+    def round(self, side: str, claims: int) -> tuple[float, tuple[float, int], list[list[Any]]]:
         """As ``_claim_round``, with the reviewers in these processes."""
         for pipe in self.pipes:
             pipe.send((side, claims))
@@ -707,7 +711,8 @@ class _Workers:
         failed = [error for *_, error in reports if error is not None]
         if failed:
             raise RuntimeError(f"a claiming process failed: {failed[0]}")
-        return elapsed, sum(cpu for _, cpu, _ in reports), [[uuid.UUID(pk) for pk in pks] for pks, _, _ in reports]
+        tally = (sum(t[0] for _, t, _ in reports), sum(t[1] for _, t, _ in reports))
+        return elapsed, tally, [[uuid.UUID(pk) for pk in pks] for pks, _, _ in reports]
 
     def close(self) -> None:
         for pipe in self.pipes:
@@ -751,6 +756,7 @@ def _restore_leases(claimed: list[Any]) -> None:
 class ClaimSide:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    empty: int = 0  # "Next item" calls that came back empty although the queue was not (every round)
     claims: int = 0  # timed
     checked: int = 0  # every round's claims, the warm-up's too
     not_exclusive: int = 0  # of the checked
@@ -773,13 +779,14 @@ def _claim_rounds(
         for name in ("service", "bare") if round_no % 2 == 0 else ("bare", "service"):
             claims = CLAIMS_EACH if round_no else 20
             if workers is None:
-                elapsed, cpu, got = _claim_round(claimers[name], users, claims)
+                elapsed, (cpu, empty), got = _claim_round(claimers[name], users, claims)
             else:
-                elapsed, cpu, got = workers.round(name, claims)
+                elapsed, (cpu, empty), got = workers.round(name, claims)
             side = sides[mode, name]
             side.not_exclusive += _not_exclusive(users, got)
             claimed = [pk for items in got for pk in items]
             side.checked += len(claimed)
+            side.empty += empty
             _restore_leases(claimed)
             if round_no:
                 side.seconds += elapsed
@@ -927,6 +934,14 @@ def main() -> str | None:
     sides = ("service", "bare")
     not_exclusive = {name: sum(claims[mode, name].not_exclusive for mode, _, _ in CLAIM_MODES) for name in sides}
     checked = {name: sum(claims[mode, name].checked for mode, _, _ in CLAIM_MODES) for name in sides}
+    empty = {name: sum(claims[mode, name].empty for mode, _, _ in CLAIM_MODES) for name in sides}
+    rows.append((
+        '    "Next item" calls that came back empty (lost 8 races in a row), every round',
+        f"{empty['service']}",
+        f"bare loop: {empty['bare']}",
+        "",
+        "",
+    ))
     rows.append((
         "    claims not held by their claimer alone, every round",
         f"{not_exclusive['service']} of {checked['service']:,}",
