@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from verification.kernel.contracts import ContractAcceptance as KernelAcceptance
 from verification.kernel.contracts import current_contract
 from verification.kernel.criteria import CriterionKind, RegisteredRubric, register_rubric
 from verification.kernel.determination import CriterionResult, Outcome, Status, roll_up
+from verification.kernel.errors import KernelError
 from verification.kernel.evaluation import integrity_from_payload, read_outcome
 from verification.kernel.keys import PublicKey
 from verification.kernel.reasons import Reason, explain
@@ -48,6 +50,8 @@ from verification.models import (
     TaskCycle,
     Verification,
 )
+
+logger = logging.getLogger(__name__)
 
 # --- verifications and receipts -----------------------------------------------------------------------------------
 
@@ -149,11 +153,22 @@ def trusted_keys(purpose: str) -> Mapping[str, TrustedKey]:
     """
     wanted = PinPurpose(purpose)
     state = pin_state()
-    return {
-        key_id: TrustedKey(pinned_key(entry), revoked=state.is_revoked(key_id))
-        for (key_id, entry_purpose), entry in state.pinned.items()
-        if entry_purpose == wanted
-    }
+    trusted: dict[str, TrustedKey] = {}
+    for (key_id, entry_purpose), entry in state.pinned.items():
+        if entry_purpose != wanted:
+            continue
+        try:
+            key = pinned_key(entry)
+        except KernelError as exc:
+            # Only a direct write to the database can store a key the pin service refuses: never trust it (fail
+            # closed, so proofs signed by it say unknown-key) and leave it to the audit, which reports it as tamper.
+            logger.warning("pin entry %s holds a refused key (%s); not trusted", entry.pk, exc.reason.value)
+            continue
+        if key.key_id != key_id:
+            logger.warning("pin entry %s names %s but holds %s; not trusted", entry.pk, key_id, key.key_id)
+            continue
+        trusted[key_id] = TrustedKey(key, revoked=state.is_revoked(key_id))
+    return trusted
 
 
 def pin_log() -> QuerySet[PinEntry]:

@@ -388,3 +388,31 @@ def test_only_key_admins_change_the_pin_log(db: None, django_user_model: Any) ->
 def test_revoking_an_unknown_key_is_not_found(key_admin: Any) -> None:
     with pytest.raises(NotFound):
         key_revoke(actor_user=key_admin, key_id="ed25519-0123456789abcdef", reason="x", channel="phone")
+
+
+def test_a_pin_entry_written_around_the_service_is_never_trusted(signing_key: SigningKey) -> None:
+    """A refused key (here the identity point, small order) can only enter the pin log by a direct database write.
+
+    It must not become trusted, and reading the trust root must not fail because of it: the audit reports it.
+    """
+    from django.utils import timezone
+
+    identity = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"  # base64url of the encoding 01 00 .. 00
+    forged = json.dumps({"kty": "OKP", "crv": "Ed25519", "x": identity})
+    PinEntry.objects.create(
+        action="pin",
+        purpose="proof-signing",
+        key_id="ed25519-0000000000000000",
+        jwk=forged,
+        fingerprint="0" * 64,
+        actor_label="direct write",
+        created_at=timezone.now(),
+        channel="none",
+    )
+    with pytest.raises(KeyRefused) as refused:
+        from verification.kernel.keys import PublicKey
+
+        PublicKey.from_jwk(json.loads(forged))
+    assert refused.value.reason is Reason.SMALL_ORDER_KEY
+    trusted = trusted_keys("proof-signing")
+    assert set(trusted) == {signing_key.key_id}
