@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any, Final
@@ -46,6 +46,7 @@ from verification.models import (
     Verification,
     VerificationEvidence,
 )
+from verification.review_selectors import Segment, segments
 from verification.selectors import (
     head_of,
     pin_log,
@@ -403,14 +404,6 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 @dataclass(frozen=True)
-class Segment:
-    """A piece of the artifact's text; ``marked`` when a resolving citation covers it (a ``<mark>``, escaped)."""
-
-    text: str
-    marked: bool
-
-
-@dataclass(frozen=True)
 class CitationRow:
     start: Any
     end: Any
@@ -451,27 +444,6 @@ class EvidenceDetail:
     segments: list[Segment]
     citations: list[CitationRow]
     citing: list[CitingVerdict]
-
-
-def segments(text: str, spans: Iterable[tuple[int, int]]) -> list[Segment]:
-    """Split ``text`` into plain and marked pieces; overlapping spans merge; spans outside the text are ignored."""
-    good = sorted((s, e) for s, e in spans if isinstance(s, int) and isinstance(e, int) and 0 <= s < e <= len(text))
-    merged: list[list[int]] = []
-    for start, end in good:
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    out: list[Segment] = []
-    at = 0
-    for start, end in merged:
-        if start > at:
-            out.append(Segment(text[at:start], False))
-        out.append(Segment(text[start:end], True))
-        at = end
-    if at < len(text) or not out:
-        out.append(Segment(text[at:], False))
-    return out
 
 
 def _citations_in(raw: Any) -> Iterator[Mapping[str, Any]]:

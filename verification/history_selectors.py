@@ -71,7 +71,7 @@ from verification.models import (
     TaskCycle,
     Verification,
 )
-from verification.review_selectors import queue_items
+from verification.review_selectors import evidence_requested, expired_pending, queue_items, superseded_q
 from verification.selectors import receipt_payload
 
 # --- vocabulary ------------------------------------------------------------------------------------------------------
@@ -129,18 +129,6 @@ def _explain(code: str | None) -> str:
 # --- annotations over the head columns ------------------------------------------------------------------------------
 
 
-def _expired_pending(now: datetime) -> Q:
-    return Q(verdict=Verdict.PENDING.value, pending_until__lte=now)
-
-
-def _superseded() -> Exists:
-    return Exists(Verification.objects.filter(supersedes=OuterRef("pk")))
-
-
-def _evidence_requested() -> Exists:
-    return Exists(ReviewDecision.objects.filter(verification=OuterRef("pk"), action=ReviewAction.MORE_EVIDENCE))
-
-
 def _head_column(column: str) -> Subquery:
     """One column of the head receipt (the highest seq: the unique (verification, seq) index answers it)."""
     return Subquery(Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values(column)[:1])
@@ -166,10 +154,10 @@ def state_expression(now: datetime) -> Case:
         When(no_outcome & Q(failed_at__isnull=False), then=Value(STATE_FAILED)),
         When(no_outcome & Q(attempts=0), then=Value(STATE_QUEUED)),
         When(no_outcome, then=Value(STATE_RUNNING)),
-        When(_superseded(), then=Value(STATE_SUPERSEDED)),
+        When(superseded_q(), then=Value(STATE_SUPERSEDED)),
         When(human_decided=True, then=Value(STATE_DECIDED)),
-        When(_evidence_requested(), then=Value(STATE_AWAITING)),
-        When(Q(flagged=True) | _expired_pending(now), then=Value(STATE_IN_REVIEW)),
+        When(evidence_requested(), then=Value(STATE_AWAITING)),
+        When(Q(flagged=True) | expired_pending(now), then=Value(STATE_IN_REVIEW)),
         When(verdict=Verdict.PENDING.value, then=Value(STATE_RUNNING)),
         default=Value(STATE_SUCCEEDED),
         output_field=CharField(),
@@ -180,19 +168,19 @@ def state_q(state: str, now: datetime) -> Q:
     """The rows whose ``state_expression`` is ``state``, as plain predicates (the planner estimates these from column
     statistics and can walk the keyset index; a filter on the CASE expression it cannot estimate)."""
     outcome = Q(verdict__isnull=False)
-    live = outcome & ~Q(_superseded())
+    live = outcome & ~Q(superseded_q())
     undecided = live & Q(human_decided=False)
-    open_ = undecided & ~Q(_evidence_requested())
+    open_ = undecided & ~Q(evidence_requested())
     pending = Q(verdict=Verdict.PENDING.value)
-    expired = _expired_pending(now)
+    expired = expired_pending(now)
     states: dict[str, Q] = {
         STATE_FAILED: Q(verdict__isnull=True, failed_at__isnull=False),
         STATE_QUEUED: Q(verdict__isnull=True, failed_at__isnull=True, attempts=0),
         STATE_RUNNING: Q(verdict__isnull=True, failed_at__isnull=True, attempts__gt=0)
         | (open_ & Q(flagged=False) & pending & ~expired),
-        STATE_SUPERSEDED: outcome & Q(_superseded()),
+        STATE_SUPERSEDED: outcome & Q(superseded_q()),
         STATE_DECIDED: live & Q(human_decided=True),
-        STATE_AWAITING: undecided & Q(_evidence_requested()),
+        STATE_AWAITING: undecided & Q(evidence_requested()),
         STATE_IN_REVIEW: open_ & (Q(flagged=True) | expired),
         STATE_SUCCEEDED: open_ & Q(flagged=False) & ~pending,
     }
@@ -250,7 +238,7 @@ def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[V
     if unknown:
         raise _bad(f"unknown filters {unknown}")
     queryset = Verification.objects.all()
-    expired = _expired_pending(now)
+    expired = expired_pending(now)
     value = (filters.get("determination") or "").strip()
     if value:
         if value not in DETERMINATIONS:
@@ -460,7 +448,7 @@ def export_rows(*, filters: Mapping[str, str], now: datetime) -> QuerySet[Any]:
         head_hash=_head_column("content_hash"),
         head_authority=_head_column("authority"),
         decider=Coalesce(_decider(), _head_column("actor")),
-        expired=Case(When(_expired_pending(now), then=Value(True)), default=Value(False), output_field=BooleanField()),
+        expired=Case(When(expired_pending(now), then=Value(True)), default=Value(False), output_field=BooleanField()),
         task_title=Coalesce(F("task__title"), Value("")),
     )
     return queryset.values_list(*EXPORT_SOURCE)

@@ -79,15 +79,15 @@ QUEUE_FILTERS: Final = frozenset({"reason", "authority", "age", "subject"})
 MAX_SUBJECT_CHARS: Final = 200
 
 
-def _expired_pending(now: datetime) -> Q:
+def expired_pending(now: datetime) -> Q:
     return Q(verdict=Verdict.PENDING.value, pending_until__lte=now)
 
 
-def _superseded() -> Exists:
+def superseded_q() -> Exists:
     return Exists(Verification.objects.filter(supersedes=OuterRef("pk")))
 
 
-def _evidence_requested() -> Exists:
+def evidence_requested() -> Exists:
     return Exists(ReviewDecision.objects.filter(verification=OuterRef("pk"), action=ReviewAction.MORE_EVIDENCE))
 
 
@@ -126,11 +126,11 @@ def queue_items(*, now: datetime) -> QuerySet[Verification]:
 
     ``queue_reason`` is the head's reason as read: an expired PENDING reads ``pending-expired`` (SPEC §2).
     """
-    expired = _expired_pending(now)
+    expired = expired_pending(now)
     return (
         review_queue(now=now)
         .filter(QUEUE_INDEX_CONDITION)  # implied by review_queue; stated so the planner sees the partial index applies
-        .filter(~_superseded(), ~_evidence_requested())
+        .filter(~superseded_q(), ~evidence_requested())
         .annotate(
             queue_reason=Case(
                 When(expired, then=Value(Reason.PENDING_EXPIRED.value)),
@@ -519,7 +519,7 @@ class ReviewView:
     decision_payload: Mapping[str, Any] | None
 
 
-def _segments(text: str, spans: Sequence[tuple[int, int]]) -> list[Segment]:
+def segments(text: str, spans: Sequence[tuple[int, int]]) -> list[Segment]:
     """Split ``text`` into plain and marked pieces; overlapping or touching spans merge; bad spans are ignored."""
     good = sorted((s, e) for s, e in spans if isinstance(s, int) and isinstance(e, int) and 0 <= s < e <= len(text))
     merged: list[list[int]] = []
@@ -751,7 +751,7 @@ def review_view(verification: Verification, *, now: datetime) -> ReviewView:
         item.citations = mine
         if item.text is not None:
             spans = [(c.start, c.end) for c in mine if c.resolves]
-            item.segments = _segments(item.text, spans)
+            item.segments = segments(item.text, spans)
     report = verify_chain(verification, head)
     if decision_payload is not None:
         verdict = str(decision_payload.get("verdict", ""))

@@ -12,7 +12,7 @@ from django.test import Client
 
 from tests.portal.conftest import Queue
 from verification.models import Receipt
-from verification.review_selectors import _segments
+from verification.review_selectors import segments
 from verification.selectors import active_signing_key
 from verification.services.keys import key_unpin
 
@@ -103,8 +103,8 @@ def test_the_chain_is_verified_strictly_one_line_per_entry_with_the_limits_note(
 
 def test_segments_merge_overlaps_and_ignore_bad_spans() -> None:
     text = "abcdefghij"
-    assert [(s.text, s.marked) for s in _segments(text, [(2, 4), (3, 6), (8, 12), (-1, 2), (9, 9)])] == [
+    assert [(s.text, s.marked) for s in segments(text, [(2, 4), (3, 6), (8, 12), (-1, 2), (9, 9)])] == [
         ("ab", False), ("cdef", True), ("ghij", False)
     ]
-    assert [(s.text, s.marked) for s in _segments(text, [(0, 10)])] == [("abcdefghij", True)]
-    assert [(s.text, s.marked) for s in _segments("", [])] == [("", False)]
+    assert [(s.text, s.marked) for s in segments(text, [(0, 10)])] == [("abcdefghij", True)]
+    assert [(s.text, s.marked) for s in segments("", [])] == [("", False)]
