@@ -24,6 +24,7 @@ from verification.kernel.evidence import quote_hash
 from verification.models import Actor, ApiToken, Task, Verification
 from verification.review_selectors import queue_items
 from verification.selectors import actor_get, head_of, receipt_payload
+from verification.services.actors import SCOPES as ALL_TOKEN_SCOPES
 from verification.services.actors import actor_create, actor_for_user, token_issue
 from verification.services.rubrics import rubric_register
 from verification.services.tasks import (
@@ -36,10 +37,7 @@ from verification.services.tasks import (
 from verification.services.verifications import result_deliver, verification_run, verification_submit
 
 DEMO_PREFIX: Final = "demo:"
-SCOPES: Final = [
-    "rubrics:write", "tasks:write", "claims:write", "contracts:write", "links:write", "manifests:write",
-    "baselines:write", "evidence:write", "verifications:write", "verifications:read", "results:write", "events:read",
-]
+SCOPES: Final = sorted(ALL_TOKEN_SCOPES)
 CONFIG_BEFORE: Final = b"retries = 3\ntimeout = 30\n"
 CONFIG_AFTER: Final = b"retries = 5\ntimeout = 30\n"
 TEST_LOG: Final = (

@@ -18,21 +18,9 @@ from django.test import Client
 
 from tests.verification.conftest import signing_key, var_dir  # noqa: F401 - fixtures shared with the receipts tests
 from verification.kernel.digests import sha256_digest
+from verification.services.actors import SCOPES
 
-ALL_SCOPES = (
-    "rubrics:write",
-    "tasks:write",
-    "claims:write",
-    "contracts:write",
-    "links:write",
-    "manifests:write",
-    "baselines:write",
-    "evidence:write",
-    "verifications:write",
-    "verifications:read",
-    "results:write",
-    "events:read",
-)
+ALL_SCOPES = tuple(sorted(SCOPES))
 
 NOTES = b"release-notes v1.2\n- fix: retry on timeout\n"
 NOTES_DIGEST = sha256_digest(NOTES)

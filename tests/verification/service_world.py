@@ -14,25 +14,12 @@ from typing import Any
 from verification.kernel.digests import sha256_digest
 from verification.models import Actor, ApiToken, Receipt, Rubric, Task, Verification
 from verification.selectors import head_of, receipt_payload, verification_view
-from verification.services.actors import actor_create, token_issue
+from verification.services.actors import SCOPES, actor_create, token_issue
 from verification.services.rubrics import rubric_register
 from verification.services.tasks import claim_record, contract_accept, task_create
 from verification.services.verifications import verification_run, verification_submit
 
-ALL_SCOPES = [
-    "rubrics:write",
-    "tasks:write",
-    "claims:write",
-    "contracts:write",
-    "links:write",
-    "manifests:write",
-    "baselines:write",
-    "evidence:write",
-    "verifications:write",
-    "verifications:read",
-    "results:write",
-    "events:read",
-]
+ALL_SCOPES = sorted(SCOPES)
 
 NOTES = b"release-notes v1.2\n- fix: retry on timeout\n"
 NOTES_DIGEST = sha256_digest(NOTES)

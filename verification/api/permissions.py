@@ -7,7 +7,7 @@ asking for anything but a read → 403 ``permission-denied`` (writes need a toke
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -15,22 +15,6 @@ from rest_framework.request import Request
 from verification.api.authentication import ApiCredentials
 from verification.api.errors import ApiError
 from verification.kernel.reasons import Reason
-
-#: Every scope a token may hold (the services' contract, issue 4 §1).
-SCOPES: Final = (
-    "rubrics:write",
-    "tasks:write",
-    "claims:write",
-    "contracts:write",
-    "links:write",
-    "manifests:write",
-    "baselines:write",
-    "evidence:write",
-    "verifications:write",
-    "verifications:read",
-    "results:write",
-    "events:read",
-)
 
 
 def credentials(request: Request) -> ApiCredentials:
