@@ -5,12 +5,14 @@
     its absolute p50/p95. Measured twice: with the counts per reason reused for 5 s as deployed
     (``REVIEWPORTAL_QUEUE_COUNTS_SECONDS``, so the timed requests read the list and reuse the counts), and with them
     recounted on every request (the page a cold cache gets, no target).
-(b) claims per second through ``review_claim_next`` with 4 reviewers at once (threads, one connection each) as a
-    ratio to a bare claim loop in psycopg on the same data in the same run: the same queue query written by hand,
-    ``SELECT … FOR UPDATE SKIP LOCKED``, the same conditional upsert of the lease, one transaction per claim
-    (target >= 0.5); and, after every round, the claims not held by their claimer alone (must be 0: an item claimed
-    twice, or a claim whose lease another reviewer holds). Measured again with the 4 reviewers as forked processes
-    (a web server's workers share no interpreter lock), so that the lock's share of the ratio shows.
+(b) claims per second through ``review_claim_next_id`` (what "Next item" calls) with 4 reviewers at once (threads,
+    one connection each) as a ratio to a bare claim loop in psycopg on the same data in the same run: the same queue
+    query written by hand, ``SELECT … FOR UPDATE SKIP LOCKED``, the same conditional upsert of the lease, one
+    transaction per claim (target >= 0.5); and, after every round, the claims not held by their claimer alone (must
+    be 0: an item claimed twice, or a claim whose lease another reviewer holds), and the "Next item" calls that came
+    back empty (the service answers None only when its query finds no candidate). Measured again with the 4
+    reviewers as forked processes (a web server's workers share no interpreter lock), so that the lock's share of the
+    ratio shows, and with 1 reviewer.
 
 The data. Eleven items are built through the real services (``reviewportal.portal.demo.seed_queue``, the ``make run``
 demo: a MISMATCH, a grounded semantic ``cited-conflict``, an expired PENDING, a deterministic FAIL, a NOT_RUN and
@@ -19,21 +21,24 @@ UNKNOWN ``missing-baseline`` items; plus a clean deterministic PASS, one UNKNOWN
 ``bulk_create``d: a new ``Task`` (with its ``TaskCycle`` 1), a ``Verification`` with the template's submission and
 indexed head columns (verdict, determination, flagged, flag_reason, reason, human_decided, pending_until,
 automated_verdict, evidence_key, awaiting_evidence) and its own ``submitted_at``, and the template's receipt chain
-re-signed for the copy with the active key (``kernel.chain.sign_entry``: its verification id, its task in
-``subject``, its PENDING deadline, the previous copy's hash in ``supersedes_receipt_id``), so the page reads real
-signed heads. Not copied: evidence bindings, claims and links (the queue and the claim never read them). The mix, as
-fractions of the total: in the queue MISMATCH 6 %, cited-conflict 6 %, deterministic FAIL (other flagged) 6 %,
-UNKNOWN 26 %, PENDING expired long ago 4 %, NOT_RUN 10 %; PENDING with deadlines within now +/- 30 min 1 % (about
-half of them in the queue, the rest joining it during the run); out of the queue: clean PASS 34 %, decided by a
-reviewer 3 %, superseded by a re-run of the same task 1 % (the re-runs are among the UNKNOWNs), sent back for more
-evidence 1 % (with its ``ReviewDecision``), PENDING due later 1 %, submitted and not run yet 1 % (no receipt).
-Submission times are spread over 30 days. Leases: 0.1 % of the rows are held now by one of ten other reviewers
-(MISMATCH items, the front of the queue), 1 % were released and 1 % ran out.
+re-signed for the copy with the active key: the template's canonical envelope with the copy's verification id,
+created_at, task (``subject``), PENDING deadline and previous hashes in place, hashed and signed with the kernel's
+``content_hash_of`` and ``signing_message`` (the first copy of each template receipt is checked byte for byte against
+``kernel.chain.sign_entry``), so the page reads real signed heads; the reviewer's ``ReviewDecision`` of a decided or
+sent-back template is copied too. Not copied: evidence bindings, claims and links (the queue and the claim never read
+them). The mix, as fractions of the total: in the queue MISMATCH 6%, cited-conflict 6%, deterministic FAIL (other
+flagged) 6%, UNKNOWN 26%, PENDING expired long ago 4%, NOT_RUN 10%; PENDING with deadlines within now +/- 30 min 1%
+(about half of them in the queue, the rest joining it during the run); out of the queue: clean PASS 34%, decided by a
+reviewer 3%, superseded by a re-run of the same task 1% (the re-runs are among the UNKNOWNs), sent back for more
+evidence 1% (with its ``ReviewDecision``), PENDING due later 1%, submitted and not run yet 1% (no receipt).
+Submission times are spread over 30 days. Leases: 0.1% of the rows are held now by one of ten other reviewers
+(MISMATCH items, the front of the queue), 1% were released and 1% ran out.
 
 PostgreSQL only (DATABASE_URL=postgres://...). Two scratch databases, ``bench_queue_<name>`` (created and migrated
 like bench_receipts') and ``bench_queue_<name>_small`` (a copy of it taken after the templates were built), both
-dropped at the end; the two pages are timed in alternating rounds so that the machine's other load hits both alike.
-A benchmark, not a test: nothing here asserts a timing.
+dropped at the end; the two sizes are requested in turn, one request each, so that the machine's other load hits
+both alike (each size has its own connection, swapped in for its requests); the claim sides run in alternating
+rounds. A benchmark, not a test: nothing here asserts a timing.
 """
 
 from __future__ import annotations
@@ -162,10 +167,11 @@ def _users() -> tuple[Any, list[Any], list[Any]]:
     from django.contrib.auth.models import Group
 
     group = Group.objects.get(name="reviewer")
+    users: Any = get_user_model().objects
     made = []
     for name in ["reviewer", *(f"bench-claimer-{i}" for i in range(CLAIMERS)),
                  *(f"bench-other-{i}" for i in range(OTHER_REVIEWERS))]:
-        user = get_user_model().objects.create_user(username=name, password=secrets.token_urlsafe(16))
+        user = users.create_user(username=name, password=secrets.token_urlsafe(16))
         user.groups.add(group)
         made.append(user)
     return made[0], made[1 : 1 + CLAIMERS], made[1 + CLAIMERS :]
@@ -212,7 +218,7 @@ def _service_templates(reviewer: Any) -> None:
 
 def _load_templates(world: World) -> None:
     from verification.kernel.canonical import loads_strict
-    from verification.models import ReviewDecision, Verification
+    from verification.models import Receipt, ReviewDecision, Verification
     from verification.selectors import receipt_payload
 
     for verification in Verification.objects.select_related("task").filter(task__external_ref__in=TEMPLATE_CATEGORY):
@@ -230,7 +236,7 @@ def _load_templates(world: World) -> None:
                 "envelope": r.envelope,
                 "checked": False,
             }
-            for r in verification.receipts.order_by("seq")
+            for r in Receipt.objects.filter(verification=verification).order_by("seq")
         ]
         decision = ReviewDecision.objects.filter(verification=verification).first()
         if verification.pending_until is not None:  # the copies move the deadline by its text in the envelope
@@ -316,13 +322,13 @@ def _plan(total: int, now: datetime, rng: random.Random) -> tuple[list[Spec], di
     return specs, counts
 
 
-def _copy_envelope(t: Template, r: dict[str, Any], mapping: Mapping[str, str]) -> str:
+def _copy_envelope(r: dict[str, Any], mapping: Mapping[str, str]) -> str:
     """The template receipt's canonical envelope with the copy's values in place of the template's.
 
     Only string values change (ids, hashes, RFC 3339 times, none needing an escape) and no key does, so the text is
     what canonicalizing the substituted body gives; the first copy of each template receipt is checked against
     ``sign_entry`` byte for byte (``_rows_for``)."""
-    envelope = r["envelope"]
+    envelope = str(r["envelope"])
     for old, new in mapping.items():
         envelope = envelope.replace(old, new)
     return envelope
@@ -365,7 +371,7 @@ def _rows_for(spec: Spec, world: World, rng: random.Random) -> dict[str, list[An
         for seq, r in enumerate(t.receipts):
             created = spec.submitted_at + r["after"]
             mapping[r["created"]] = format_created_at(created)
-            envelope = _copy_envelope(t, r, mapping)
+            envelope = _copy_envelope(r, mapping)
             content_hash = content_hash_of(envelope)
             if not r["checked"]:  # the first copy: the kernel's own signing gives the same bytes
                 entry = sign_entry(private_key=world.private_key, verification_id=str(v.id), seq=seq,
@@ -570,7 +576,7 @@ def _service_claimer(
     """``claims`` times "Next item" through the service; ``tally`` gets (CPU seconds, claims that came back empty)."""
     from django.db import connection
 
-    from verification.services.reviews import review_claim_next
+    from verification.services.reviews import review_claim_next_id
 
     try:
         connection.ensure_connection()
@@ -578,11 +584,11 @@ def _service_claimer(
         start.wait(timeout=120)
         began, empty = time.thread_time(), 0
         for _ in range(claims):
-            verification = review_claim_next(user=user)
-            if verification is None:  # lost CLAIM_ATTEMPTS races in a row (or the queue ran dry): a reviewer retries
+            claimed = review_claim_next_id(user=user)  # what "Next item" (portal.views.claim_next) calls
+            if claimed is None:  # the queue ran dry
                 empty += 1
             else:
-                got.append(verification.pk)
+                got.append(claimed)
         tally.append((time.thread_time() - began, empty))
     except BaseException as exc:  # noqa: BLE001 - reported by the caller
         errors.append(exc)
@@ -918,7 +924,7 @@ def main() -> str | None:
         (*page_row("    the same, counts recounted on every request", cold)[:4], "(none)"),
     ]
     labels = {
-        "threads": f"(b) claims/s, review_claim_next, {CLAIMERS} reviewers as threads of one process",
+        "threads": f"(b) claims/s, review_claim_next_id, {CLAIMERS} reviewers as threads of one process",
         "processes": f"    the same, {CLAIMERS} reviewers as processes (a web server's workers)",
         "one": "    the same, 1 reviewer alone",
     }
@@ -936,7 +942,7 @@ def main() -> str | None:
     checked = {name: sum(claims[mode, name].checked for mode, _, _ in CLAIM_MODES) for name in sides}
     empty = {name: sum(claims[mode, name].empty for mode, _, _ in CLAIM_MODES) for name in sides}
     rows.append((
-        '    "Next item" calls that came back empty (lost 8 races in a row), every round',
+        '    "Next item" calls that came back empty (none left; bare: or 8 lost races), every round',
         f"{empty['service']}",
         f"bare loop: {empty['bare']}",
         "",
@@ -961,8 +967,8 @@ def main() -> str | None:
         f"which counting {queries['small'].counts_ms:.1f} ms, with {SMALL_ROWS:,}.",
         f"(b) each side and mode: {CLAIM_ROUNDS} alternating rounds of {CLAIMS_EACH} claims per reviewer timed, "
         "after a warm-up round of 20 each (checked, not timed); the leases are put back after every round. "
-        "The service also checks the permission, writes a security-log entry per claim (in a savepoint) and "
-        "returns the claimed row: 8 statements a claim against 4. Python CPU per claim (4 threads / 4 processes / "
+        "The service also checks the permission and writes a security-log entry per claim in the claim's own "
+        "transaction: 5 statements a claim against 4. Python CPU per claim (4 threads / 4 processes / "
         "1 reviewer): service "
         + " / ".join(f"{claims[mode, 'service'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
         + " ms, bare "

@@ -119,11 +119,11 @@ def queue(request: HttpRequest) -> HttpResponse:
 @reviewer_required
 def claim_next(request: HttpRequest) -> HttpResponse:
     """"Next item": claim the first unclaimed item with a lease and open it."""
-    verification = reviews.review_claim_next(user=request.user)
-    if verification is None:
+    claimed = reviews.review_claim_next_id(user=request.user)
+    if claimed is None:
         messages.info(request, "Nothing left to claim: every queue item is decided or held by a reviewer.")
         return redirect("portal:queue")
-    return redirect("portal:review", verification_id=verification.pk)
+    return redirect("portal:review", verification_id=claimed)
 
 
 @require_GET

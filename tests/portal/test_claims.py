@@ -158,3 +158,30 @@ def test_twenty_reviewers_claiming_at_once_never_hold_the_same_item(
     assert set(claimed) == set(in_order[: len(claimed)])
     assert set(claimed) <= {v.pk for v in made}
     assert Verification.objects.count() == items
+
+
+def test_next_item_keeps_going_past_many_lost_races(
+    queue: Queue, reviewer: Any, reviewer2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each lost race is another reviewer's claim; "Next item" answers None only when no candidate is left."""
+    from verification.models import SecurityLogEntry
+    from verification.services import reviews
+
+    items = [queue.unknown() for _ in range(13)]
+    real_take = reviews._take_lease
+    lost: list[Any] = []
+
+    def rival_wins(pk: Any, user: Any, now: Any) -> bool:
+        if user == reviewer and len(lost) < 12:  # reviewer2 commits its lease on this candidate first
+            assert real_take(pk, reviewer2, now)
+            lost.append(pk)
+            return real_take(pk, user, now)  # the conditional upsert changes nothing: lost
+        return real_take(pk, user, now)
+
+    monkeypatch.setattr(reviews, "_take_lease", rival_wins)
+    got = review_claim_next(user=reviewer)
+    assert len(lost) == 12 and len(set(lost)) == 12  # more than the old 8 attempts, never the same item twice
+    assert got is not None and got not in lost and got in items
+    assert ReviewLease.objects.get(verification=got).holder == reviewer
+    assert SecurityLogEntry.objects.filter(kind="claim", user=reviewer, target=str(got.pk)).count() == 1
+    assert review_claim_next(user=reviewer) is None  # now nothing unclaimed is left

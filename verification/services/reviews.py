@@ -27,7 +27,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from django.conf import settings
@@ -68,8 +68,8 @@ from verification.services.findings import finding_raise
 from verification.services.receipts import receipt_issue
 
 DECIDE_PERMISSION: Final = "reviewportal.decide_verification"
-#: How many candidates ``review_claim_next`` tries when another claimer wins the race for one.
-CLAIM_ATTEMPTS: Final = 8
+#: How many lost races ``review_claim_next`` tolerates in one call (each one is another claimer's progress).
+CLAIM_ATTEMPTS: Final = 1000
 MAX_RATIONALE_CHARS: Final = 10_000
 REQUEST_KEY_BYTES: Final = 24
 MAX_CITED: Final = 64
@@ -143,25 +143,88 @@ def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
         return cursor.rowcount == 1
 
 
-def review_claim_next(*, user: Any, now: datetime | None = None) -> Verification | None:
-    """Claim the first unclaimed queue item for ``user`` with a lease; None when nothing is left to claim."""
+#: The claim query's SQL per (connection alias, vendor): compiled once from ``claimable`` (so it is exactly the queue's
+#: membership and order), then run with ``now`` put in its parameters; see ``_claim_sql``.
+_CLAIM_SQL: dict[tuple[str, str], tuple[str, tuple[Any, ...], tuple[int, ...]] | None] = {}
+_PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
+
+
+def _claim_queryset(now: datetime) -> Any:
+    candidates = claimable(now=now)
+    if connection.features.has_select_for_update_skip_locked:
+        # PostgreSQL: lock the candidate row, skipping rows other claimers (or a decision) hold right now.
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    return candidates.values_list("pk", flat=True)[:1]
+
+
+def _claim_sql() -> tuple[str, tuple[Any, ...], tuple[int, ...]] | None:
+    """The first claimable item's query as SQL text, its parameters, and which of them are ``now``.
+
+    ``claimable`` uses ``now`` only as a plain parameter (never in the SQL text), so the text is compiled once per
+    connection and vendor: compiled at two probe instants, the parameters that differ are exactly ``now``'s, and each
+    must be the vendor's own form of its probe (else None is cached and the caller compiles the queryset each time).
+    Must be called in a transaction (``select_for_update``)."""
+    key = (connection.alias, connection.vendor)
+    if key in _CLAIM_SQL:
+        return _CLAIM_SQL[key]
+    compiled = [_claim_queryset(p).query.get_compiler(using=connection.alias).as_sql() for p in _PROBES]
+    (sql, first), (sql2, second) = compiled
+    positions = tuple(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
+    adapt = connection.ops.adapt_datetimefield_value
+    if (
+        sql != sql2
+        or not positions
+        or any(first[i] != adapt(_PROBES[0]) or second[i] != adapt(_PROBES[1]) for i in positions)
+    ):
+        _CLAIM_SQL[key] = None
+    else:
+        _CLAIM_SQL[key] = (sql, tuple(first), positions)
+    return _CLAIM_SQL[key]
+
+
+def _first_claimable(now: datetime) -> Any:
+    """The pk of the first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None."""
+    compiled = _claim_sql()
+    if compiled is None:
+        return _claim_queryset(now).first()
+    sql, params, positions = compiled
+    values = list(params)
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    for i in positions:
+        values[i] = stamp
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+        row = cursor.fetchone()
+    return None if row is None else Verification._meta.pk.to_python(row[0])
+
+
+def review_claim_next_id(*, user: Any, now: datetime | None = None) -> Any:
+    """Claim the first unclaimed queue item for ``user`` with a lease; its pk, or None when nothing is left to claim.
+
+    A lost race (another claimer committed its lease on the candidate after this statement's snapshot) means that
+    claimer made progress; the next attempt's fresh snapshot no longer sees that item. So this keeps trying while the
+    query still finds a candidate, and never answers "nothing left" while an unheld item remains. Past
+    ``CLAIM_ATTEMPTS`` lost races in one call it refuses with ``review-lease-not-held`` (409, try again) rather than
+    say the queue is empty.
+    """
     _require_reviewer(user)
     when = _now(now)
-    skipped: list[Any] = []
     for _ in range(CLAIM_ATTEMPTS):
         with transaction.atomic():
-            candidates = claimable(now=when).exclude(pk__in=skipped)
-            if connection.features.has_select_for_update_skip_locked:
-                # PostgreSQL: lock the candidate row, skipping rows other claimers (or a decision) hold right now.
-                candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-            pk = candidates.values_list("pk", flat=True).first()
+            pk = _first_claimable(when)
             if pk is None:
                 return None
             if _take_lease(pk, user, when):
-                security_log.review_lease_recorded(kind="claim", user=user, verification_id=pk)  # issue 7 §4
-                return Verification.objects.select_related("task").get(pk=pk)
-        skipped.append(pk)  # another claimer committed its lease after this transaction's snapshot: try the next
-    return None
+                # issue 7 §4; in this transaction: no claim without its entry, no entry without its claim.
+                security_log.review_lease_recorded(kind="claim", user=user, verification_id=pk, savepoint=False)
+                return pk
+    raise _not_held(f"{CLAIM_ATTEMPTS} items in a row were taken by other reviewers first; try again")
+
+
+def review_claim_next(*, user: Any, now: datetime | None = None) -> Verification | None:
+    """As ``review_claim_next_id``, returning the claimed verification (with its task) instead of its pk."""
+    pk = review_claim_next_id(user=user, now=now)
+    return None if pk is None else Verification.objects.select_related("task").get(pk=pk)
 
 
 @transaction.atomic

@@ -85,11 +85,14 @@ def security_log_record(
     detail: Mapping[str, Any] | None = None,
     ip_address: str | None = None,
     at: datetime | None = None,
+    savepoint: bool = True,
 ) -> SecurityLogEntry:
     """Append one entry. ``actor_label`` defaults to the user's label (``user: <name>``) or ``system``.
 
     ``kind`` is a ``SecurityEventKind`` value (``invalid-request`` otherwise). Written in its own savepoint, so a
-    caller's transaction decides whether it is kept: an action rolled back leaves no entry behind.
+    caller's transaction decides whether it is kept: an action rolled back leaves no entry behind. ``savepoint=False``
+    writes it straight into the caller's transaction, which must be open (``in_atomic_block``): used where the entry
+    and the action must stand or fall together.
     """
     try:
         event = SecurityEventKind(kind)
@@ -97,7 +100,9 @@ def security_log_record(
         raise ServiceError(Reason.INVALID_REQUEST, f"unknown security event kind {kind!r}") from None
     stored_user = user if user is not None and getattr(user, "pk", None) is not None else None
     label = actor_label if actor_label else label_of(stored_user)
-    with transaction.atomic():
+    if not savepoint and not transaction.get_connection().in_atomic_block:
+        raise ServiceError(Reason.INVALID_REQUEST, "an entry without a savepoint needs the caller's transaction")
+    with transaction.atomic(savepoint=savepoint):
         entry = SecurityLogEntry(
             kind=event.value,
             created_at=at or timezone.now(),
@@ -112,10 +117,13 @@ def security_log_record(
 
 
 def review_lease_recorded(
-    *, kind: str, user: Any, verification_id: Any, detail: Mapping[str, Any] | None = None
+    *, kind: str, user: Any, verification_id: Any, detail: Mapping[str, Any] | None = None, savepoint: bool = True
 ) -> None:
-    """The review service's hook for a claim or a release (those write no model row a signal could see)."""
-    security_log_record(kind=kind, user=user, target=str(verification_id), detail=detail)
+    """The review service's hook for a claim or a release (those write no model row a signal could see).
+
+    ``savepoint=False`` for a caller whose own transaction holds the lease write: the entry cannot fail apart from
+    it (a failed INSERT fails the claim), so no savepoint is needed."""
+    security_log_record(kind=kind, user=user, target=str(verification_id), detail=detail, savepoint=savepoint)
 
 
 # --- admin actions on services owned elsewhere: checked here as well as in the view, and recorded --------------------
