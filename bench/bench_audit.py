@@ -26,6 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.bench_receipts import _setup_django  # one way to reach the scratch database
+
 RECEIPTS = int(os.environ.get("BENCH_AUDIT_RECEIPTS", "100000"))
 CHAIN_LENGTH = int(os.environ.get("BENCH_AUDIT_CHAIN", "5"))
 RUBRIC_HASH = "1" * 64
@@ -40,16 +42,6 @@ PAYLOAD = {
     "checks": [{"criterion": "c1", "authority": "deterministic", "verdict": "PASS", "reason": "digest-match"}],
     "integrity_proof": [{"evidence_id": "e1", "recorded": "sha256:" + "a" * 64, "recomputed": "sha256:" + "a" * 64}],
 }
-
-
-def _setup_django(var: Path) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewportal.settings_test")
-    os.environ["REVIEWPORTAL_VAR_DIR"] = str(var)
-    for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE", "REVIEWPORTAL_CHECKPOINT_LOG"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
 
 
 def _store(total: int, length: int) -> int:

@@ -43,7 +43,7 @@ PAYLOAD = {
 def _setup_django(var: Path) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewportal.settings_test")
     os.environ["REVIEWPORTAL_VAR_DIR"] = str(var)
-    for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE"):
+    for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE", "REVIEWPORTAL_CHECKPOINT_LOG"):
         os.environ.pop(name, None)
     import django
 
