@@ -967,8 +967,10 @@ def main() -> str | None:
         f"which counting {queries['small'].counts_ms:.1f} ms, with {SMALL_ROWS:,}.",
         f"(b) each side and mode: {CLAIM_ROUNDS} alternating rounds of {CLAIMS_EACH} claims per reviewer timed, "
         "after a warm-up round of 20 each (checked, not timed); the leases are put back after every round. "
-        "The service also checks the permission and writes a security-log entry per claim in the claim's own "
-        "transaction: 5 statements a claim against 4. Python CPU per claim (4 threads / 4 processes / "
+        "The service also checks the permission and writes a security-log entry per claim; on PostgreSQL an "
+        "attempt is one statement (pick, lease and entry in one data-modifying WITH, atomic without a "
+        "transaction block) against the bare loop's BEGIN, pick, upsert, COMMIT. Python CPU per claim "
+        "(4 threads / 4 processes / "
         "1 reviewer): service "
         + " / ".join(f"{claims[mode, 'service'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
         + " ms, bare "

@@ -163,10 +163,14 @@ def test_twenty_reviewers_claiming_at_once_never_hold_the_same_item(
 def test_next_item_keeps_going_past_many_lost_races(
     queue: Queue, reviewer: Any, reviewer2: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each lost race is another reviewer's claim; "Next item" answers None only when no candidate is left."""
+    """Each lost race is another reviewer's claim; "Next item" answers None only when no candidate is left.
+
+    The claim statement by statement (SQLite's, and PostgreSQL's when the claim query cannot be compiled once): the
+    rival's lease is committed between the pick and the upsert. The one-statement claim is raced below."""
     from verification.models import SecurityLogEntry
     from verification.services import reviews
 
+    monkeypatch.setattr(reviews, "_claim_sql", lambda: None)  # the query compiled each time: statement by statement
     items = [queue.unknown() for _ in range(13)]
     real_take = reviews._take_lease
     lost: list[Any] = []
@@ -185,3 +189,33 @@ def test_next_item_keeps_going_past_many_lost_races(
     assert ReviewLease.objects.get(verification=got).holder == reviewer
     assert SecurityLogEntry.objects.filter(kind="claim", user=reviewer, target=str(got.pk)).count() == 1
     assert review_claim_next(user=reviewer) is None  # now nothing unclaimed is left
+
+
+@pytest.mark.postgres
+def test_the_one_statement_claim_writes_nothing_when_its_candidate_is_held(
+    queue: Queue, reviewer: Any, reviewer2: Any
+) -> None:
+    """PostgreSQL claims in one statement: pick with SKIP LOCKED, upsert the lease, log the lease taken. When the
+    candidate turns out to be held (a rival committed its lease after the statement's snapshot: here the pick is
+    pointed at a held item, as that stale snapshot would see it), the upsert changes nothing, so the statement writes
+    no lease and no log entry and answers "lost"; "Next item" then takes the next candidate."""
+    from verification.models import SecurityLogEntry
+    from verification.services import reviews
+
+    first, second = queue.unknown("first"), queue.unknown("second")
+    assert reviews._claim_sql() is not None  # what review_claim_next runs here is the one-statement claim
+    now = timezone.now()
+    assert reviews._take_lease(first.pk, reviewer2, now)  # the rival's lease, committed
+    held = ReviewLease.objects.get(verification=first)
+    stale_pick, params = Verification.objects.filter(pk=first.pk).values_list("pk")[:1].query.sql_with_params()
+    assert reviews._claim_in_one_statement(reviewer, now, (stale_pick, tuple(params), ())) == (first.pk, False)
+    after = ReviewLease.objects.get(verification=first)
+    assert (after.holder_id, after.claimed_at, after.expires_at) == (held.holder_id, held.claimed_at, held.expires_at)
+    assert not SecurityLogEntry.objects.filter(kind="claim").exists()
+
+    assert review_claim_next(user=reviewer) == second
+    entries = SecurityLogEntry.objects.filter(kind="claim").values_list(
+        "user_id", "target", "actor_label", "ip_address", "detail"
+    )
+    assert list(entries) == [(reviewer.pk, str(second.pk), f"user: {reviewer.get_username()}", None, {})]
+    assert review_claim_next(user=reviewer) is None

@@ -4,7 +4,8 @@
 change exactly one row: it inserts a new lease, or takes over one that was released or ran out, and changes nothing
 while another reviewer holds it. ``review_claim_next`` picks the first unclaimed queue item with
 ``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL (concurrent claimers skip each other's candidates instead of
-queueing on them); on SQLite the IMMEDIATE write transaction serializes claimers. Either way the upsert's row count
+queueing on them), in the same statement as the upsert and the security-log entry; on SQLite the IMMEDIATE write
+transaction serializes claimers, which run the same steps one statement at a time. Either way the upsert's row count
 is the arbiter, so no two reviewers ever hold the same item (tests/portal/test_claims.py proves it with 20 threads).
 
 **Deciding.** ``review_decide`` locks the verification row, then: the reviewer must hold the lease; the head must not
@@ -115,31 +116,40 @@ def _not_held(detail: str) -> ServiceError:
 # --- claiming --------------------------------------------------------------------------------------------------------
 
 
-def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
-    """Insert the lease, or take over a released or run-out one; False when someone holds it (no row changed).
-
-    One statement, the same on PostgreSQL and SQLite (INSERT … ON CONFLICT DO UPDATE … WHERE): its row count is the
-    arbiter of every race between claimers.
-    """
-    quote = connection.ops.quote_name
-    table = quote(ReviewLease._meta.db_table)
-    field = ReviewLease._meta.get_field
-    values = [
-        field("verification").get_db_prep_value(verification_pk, connection),
-        user.pk,
-        field("claimed_at").get_db_prep_value(now, connection),
-        field("expires_at").get_db_prep_value(now + lease_duration(), connection),
-        field("expires_at").get_db_prep_value(now, connection),
-    ]
-    sql = (
+def _lease_upsert(source: str) -> str:
+    """The lease's conditional upsert: insert the rows ``source`` gives (a ``VALUES`` list, or a ``SELECT``), or take
+    over a released or run-out lease; change nothing while another reviewer holds it. Parameters after ``source``'s:
+    ``now``. One statement, the same on PostgreSQL and SQLite: its row count is the arbiter of every race."""
+    table = connection.ops.quote_name(ReviewLease._meta.db_table)
+    return (
         f"INSERT INTO {table} (verification_id, holder_id, claimed_at, expires_at, released_at, end_reason) "  # noqa: S608
-        "VALUES (%s, %s, %s, %s, NULL, '') "
+        f"{source} "
         "ON CONFLICT (verification_id) DO UPDATE SET holder_id = excluded.holder_id, "
         "claimed_at = excluded.claimed_at, expires_at = excluded.expires_at, released_at = NULL, end_reason = '' "
         f"WHERE {table}.released_at IS NOT NULL OR {table}.expires_at <= %s"
     )
+
+
+def _lease_values(user: Any, now: datetime) -> list[Any]:
+    """(holder, claimed_at, expires_at) of a lease claimed at ``now``, in the database's form."""
+    field = ReviewLease._meta.get_field
+    return [
+        user.pk,
+        field("claimed_at").get_db_prep_value(now, connection),
+        field("expires_at").get_db_prep_value(now + lease_duration(), connection),
+    ]
+
+
+def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
+    """Insert the lease, or take over a released or run-out one; False when someone holds it (no row changed)."""
+    prep = ReviewLease._meta.get_field("expires_at").get_db_prep_value
+    values = [
+        ReviewLease._meta.get_field("verification").get_db_prep_value(verification_pk, connection),
+        *_lease_values(user, now),
+        prep(now, connection),
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+        cursor.execute(_lease_upsert("VALUES (%s, %s, %s, %s, NULL, '')"), values)
         return cursor.rowcount == 1
 
 
@@ -163,11 +173,12 @@ def _claim_sql() -> tuple[str, tuple[Any, ...], tuple[int, ...]] | None:
     ``claimable`` uses ``now`` only as a plain parameter (never in the SQL text), so the text is compiled once per
     connection and vendor: compiled at two probe instants, the parameters that differ are exactly ``now``'s, and each
     must be the vendor's own form of its probe (else None is cached and the caller compiles the queryset each time).
-    Must be called in a transaction (``select_for_update``)."""
+    Compiled in a transaction of its own (Django compiles ``select_for_update`` only inside one); it runs no query."""
     key = (connection.alias, connection.vendor)
     if key in _CLAIM_SQL:
         return _CLAIM_SQL[key]
-    compiled = [_claim_queryset(p).query.get_compiler(using=connection.alias).as_sql() for p in _PROBES]
+    with transaction.atomic():
+        compiled = [_claim_queryset(p).query.get_compiler(using=connection.alias).as_sql() for p in _PROBES]
     (sql, first), (sql2, second) = compiled
     positions = tuple(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
     adapt = connection.ops.adapt_datetimefield_value
@@ -182,20 +193,85 @@ def _claim_sql() -> tuple[str, tuple[Any, ...], tuple[int, ...]] | None:
     return _CLAIM_SQL[key]
 
 
+def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: datetime) -> list[Any]:
+    values = list(params)
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    for i in positions:
+        values[i] = stamp
+    return values
+
+
 def _first_claimable(now: datetime) -> Any:
     """The pk of the first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None."""
     compiled = _claim_sql()
     if compiled is None:
         return _claim_queryset(now).first()
     sql, params, positions = compiled
-    values = list(params)
-    stamp = connection.ops.adapt_datetimefield_value(now)
-    for i in positions:
-        values[i] = stamp
     with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+        cursor.execute(sql, _claim_params(params, positions, now))
         row = cursor.fetchone()
     return None if row is None else Verification._meta.pk.to_python(row[0])
+
+
+def _claim_in_steps(user: Any, now: datetime) -> tuple[Any, bool]:
+    """One attempt, statement by statement in one transaction: (the candidate or None, whether this claim took it)."""
+    with transaction.atomic():
+        pk = _first_claimable(now)
+        if pk is None:
+            return None, False
+        if not _take_lease(pk, user, now):
+            return pk, False
+        # issue 7 §4; in this transaction: no claim without its entry, no entry without its claim.
+        security_log.review_lease_recorded(kind="claim", user=user, verification_id=pk, savepoint=False)
+        return pk, True
+
+
+def _claim_in_one_statement(
+    user: Any, now: datetime, compiled: tuple[str, tuple[Any, ...], tuple[int, ...]]
+) -> tuple[Any, bool]:
+    """One attempt as one statement (PostgreSQL's data-modifying ``WITH``): pick the candidate with SKIP LOCKED, upsert
+    its lease, append the security-log entry for the lease taken; (the candidate or None, whether it was taken).
+
+    A statement is atomic on its own, so no transaction block is opened around it: one round trip per attempt. The
+    upsert's row count is still the arbiter (a lease another claimer committed after this statement's snapshot makes
+    the upsert change nothing, so ``taken`` is empty and no entry is written)."""
+    pick_sql, pick_params, positions = compiled
+    field = ReviewLease._meta.get_field
+    log_sql, log_params = security_log.security_log_insert_sql(
+        kind="claim", user=user, source="taken", target_column="verification_id", at=now
+    )
+    cast = connection.ops.quote_name
+    holder = f"CAST(%s AS {field('holder').cast_db_type(connection)})"
+    stamp = f"CAST(%s AS {field('claimed_at').cast_db_type(connection)})"
+    upsert = _lease_upsert(f"SELECT pick.id, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
+    sql = (
+        f"WITH pick (id) AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
+        f"taken AS ({upsert} RETURNING {cast('verification_id')}), "
+        f"logged AS ({log_sql}) "
+        "SELECT pick.id, EXISTS (SELECT 1 FROM taken) FROM pick"
+    )
+    params = [
+        *_claim_params(pick_params, positions, now),
+        *_lease_values(user, now),
+        field("expires_at").get_db_prep_value(now, connection),
+        *log_params,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None, False
+    return Verification._meta.pk.to_python(row[0]), bool(row[1])
+
+
+def _claim_attempt(user: Any, now: datetime) -> tuple[Any, bool]:
+    """One attempt at the first claimable item: in one statement where the database writes in ``WITH`` (PostgreSQL)
+    and the claim query compiled once, else statement by statement in a transaction."""
+    if connection.vendor == "postgresql":
+        compiled = _claim_sql()
+        if compiled is not None:
+            return _claim_in_one_statement(user, now, compiled)
+    return _claim_in_steps(user, now)
 
 
 def review_claim_next_id(*, user: Any, now: datetime | None = None) -> Any:
@@ -210,14 +286,11 @@ def review_claim_next_id(*, user: Any, now: datetime | None = None) -> Any:
     _require_reviewer(user)
     when = _now(now)
     for _ in range(CLAIM_ATTEMPTS):
-        with transaction.atomic():
-            pk = _first_claimable(when)
-            if pk is None:
-                return None
-            if _take_lease(pk, user, when):
-                # issue 7 §4; in this transaction: no claim without its entry, no entry without its claim.
-                security_log.review_lease_recorded(kind="claim", user=user, verification_id=pk, savepoint=False)
-                return pk
+        pk, taken = _claim_attempt(user, when)
+        if pk is None:
+            return None
+        if taken:
+            return pk
     raise _not_held(f"{CLAIM_ATTEMPTS} items in a row were taken by other reviewers first; try again")
 
 
@@ -279,8 +352,9 @@ def review_release(
     _require_reviewer(user)
     released = _end_lease(verification.pk, user, _now(now), end_reason)
     if released:  # issue 7 §4: on the security log
-        security_log.review_lease_recorded(kind="release", user=user, verification_id=verification.pk,
-                                           detail={"end_reason": end_reason})
+        security_log.review_lease_recorded(
+            kind="release", user=user, verification_id=verification.pk, detail={"end_reason": end_reason}
+        )
     return released
 
 
@@ -579,7 +653,10 @@ def review_decide(
     actor = actor_for_user(user)
     with transaction.atomic():
         locked = (
-            Verification.objects.select_for_update(of=("self",)).select_related("task").filter(pk=verification.pk).first()
+            Verification.objects.select_for_update(of=("self",))
+            .select_related("task")
+            .filter(pk=verification.pk)
+            .first()
         )
         if locked is None:
             raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
@@ -601,7 +678,7 @@ def review_decide(
 def review_request_evidence(
     *, user: Any, verification: Verification, rationale: str, request_key: str, now: datetime | None = None
 ) -> ReviewDecision:
-    """"Needs more evidence": out of the queue until new evidence brings a re-run (``review_decide`` with
+    """ "Needs more evidence": out of the queue until new evidence brings a re-run (``review_decide`` with
     MORE_EVIDENCE)."""
     return review_decide(
         user=user,

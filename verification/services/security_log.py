@@ -11,8 +11,10 @@ record, whoever wrote the path:
   evidence); a new ``FindingEvent`` acknowledging or closing a finding.
 
 Claims and releases of review leases are written by one conditional statement each (no model signal), so the review
-service calls ``review_lease_recorded`` itself. The admin's own actions (users, roles, redaction, rotation from the
-portal) call ``security_log_record`` from ``verification.services.users`` and the admin actions below.
+service calls ``review_lease_recorded`` itself, or, where a claim is one statement (PostgreSQL), puts the entry's
+INSERT in that statement with ``security_log_insert_sql`` (the same values, from ``_entry_values``).
+The admin's own actions (users, roles, redaction, rotation from the portal) call ``security_log_record`` from
+``verification.services.users`` and the admin actions below.
 
 Nothing edits or deletes an entry (``AppendOnlyModel`` and the database triggers of migration 0006).
 """
@@ -76,6 +78,34 @@ def client_address(request: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _entry_values(
+    *,
+    kind: str,
+    actor_label: str | None,
+    user: Any,
+    target: str,
+    detail: Mapping[str, Any] | None,
+    ip_address: str | None,
+    at: datetime | None,
+) -> dict[str, Any]:
+    """The column values of one entry, checked: the one place both writers below take them from."""
+    try:
+        event = SecurityEventKind(kind)
+    except ValueError:
+        raise ServiceError(Reason.INVALID_REQUEST, f"unknown security event kind {kind!r}") from None
+    stored_user = user if user is not None and getattr(user, "pk", None) is not None else None
+    label = actor_label if actor_label else label_of(stored_user)
+    return {
+        "kind": event.value,
+        "created_at": at or timezone.now(),
+        "user": stored_user,
+        "actor_label": label[:MAX_LABEL],
+        "target": str(target or "")[:MAX_TARGET],
+        "ip_address": ip_address,
+        "detail": dict(detail or {}),
+    }
+
+
 def security_log_record(
     *,
     kind: str,
@@ -94,26 +124,45 @@ def security_log_record(
     writes it straight into the caller's transaction, which must be open (``in_atomic_block``): used where the entry
     and the action must stand or fall together.
     """
-    try:
-        event = SecurityEventKind(kind)
-    except ValueError:
-        raise ServiceError(Reason.INVALID_REQUEST, f"unknown security event kind {kind!r}") from None
-    stored_user = user if user is not None and getattr(user, "pk", None) is not None else None
-    label = actor_label if actor_label else label_of(stored_user)
+    values = _entry_values(
+        kind=kind, actor_label=actor_label, user=user, target=target, detail=detail, ip_address=ip_address, at=at
+    )
     if not savepoint and not transaction.get_connection().in_atomic_block:
         raise ServiceError(Reason.INVALID_REQUEST, "an entry without a savepoint needs the caller's transaction")
     with transaction.atomic(savepoint=savepoint):
-        entry = SecurityLogEntry(
-            kind=event.value,
-            created_at=at or timezone.now(),
-            user=stored_user,
-            actor_label=label[:MAX_LABEL],
-            target=str(target or "")[:MAX_TARGET],
-            ip_address=ip_address,
-            detail=dict(detail or {}),
-        )
+        entry = SecurityLogEntry(**values)
         entry.save()
     return entry
+
+
+def security_log_insert_sql(
+    *, kind: str, user: Any, source: str, target_column: str, at: datetime, detail: Mapping[str, Any] | None = None
+) -> tuple[str, list[Any]]:
+    """An ``INSERT … SELECT`` writing one entry per row of ``source`` (a name the caller's SQL defines, such as a
+    data-modifying ``WITH`` query on PostgreSQL), its target the text of ``source``'s ``target_column``: SQL text and
+    parameters. For an action and its entry written by one statement, which stand or fall together without a
+    transaction block around them (``services.reviews``' claim). The values are ``security_log_record``'s."""
+    values = _entry_values(kind=kind, actor_label=None, user=user, target="", detail=detail, ip_address=None, at=at)
+    field = SecurityLogEntry._meta.get_field
+    conn = transaction.get_connection()
+    quote = conn.ops.quote_name
+    user_pk = values["user"].pk if values["user"] is not None else None
+    prepared = (  # (field, value): every value cast to its column's type, NULLs included
+        ("kind", values["kind"]),
+        ("created_at", field("created_at").get_db_prep_value(values["created_at"], conn)),
+        ("user", user_pk),
+        ("actor_label", values["actor_label"]),
+        ("ip_address", values["ip_address"]),
+        ("detail", field("detail").get_db_prep_value(values["detail"], conn)),
+    )
+    columns = ", ".join(quote(field(name).column) for name, _ in prepared)
+    casts = ", ".join(f"CAST(%s AS {field(name).cast_db_type(conn)})" for name, _ in prepared)
+    sql = (
+        f"INSERT INTO {quote(SecurityLogEntry._meta.db_table)} ({columns}, {quote('target')}) "  # noqa: S608 - names
+        f"SELECT {casts}, LEFT(CAST({source}.{quote(target_column)} AS text), {MAX_TARGET}) FROM {source}"
+    )
+    params = [value for _, value in prepared]
+    return sql, params
 
 
 def review_lease_recorded(
