@@ -27,6 +27,21 @@ def sqlite_directory_exists(app_configs: Any = None, **kwargs: Any) -> list[Erro
     ]
 
 
+@register()
+def time_zone_is_utc(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """The dashboards' rollups count per UTC day (``verification.rollups``) and show days in the portal's time zone:
+    the two must be the same."""
+    if settings.TIME_ZONE == "UTC":
+        return []
+    return [
+        Error(
+            f"TIME_ZONE is {settings.TIME_ZONE!r}; the dashboards count per UTC day",
+            hint="keep TIME_ZONE = 'UTC' (dates are shown in UTC throughout the portal)",
+            id="reviewportal.E003",
+        )
+    ]
+
+
 @register(Tags.security, deploy=True)
 def not_in_test_mode(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """REVIEWPORTAL_TESTING weakens password hashing and allows a throwaway key: never in a deployment."""

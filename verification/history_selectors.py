@@ -38,21 +38,17 @@ from django.db.models import (
     Case,
     CharField,
     Count,
-    DateTimeField,
-    DurationField,
     Exists,
-    ExpressionWrapper,
     F,
-    FloatField,
-    Func,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
+    Sum,
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from verification.errors import ServiceError
@@ -60,16 +56,22 @@ from verification.kernel.findings import FindingKind
 from verification.kernel.reasons import Reason, explain
 from verification.kernel.verdicts import Authority, Verdict
 from verification.models import (
+    DecisionDayCount,
+    DecisionDelay,
     Evidence,
     Finding,
     FindingAction,
+    FindingDayCount,
     FindingEvent,
+    OpenFindingCount,
+    QueueBacklogCount,
     Receipt,
     ReviewAction,
     ReviewDecision,
     Task,
     TaskCycle,
     Verification,
+    VerificationDayCount,
 )
 from verification.review_selectors import evidence_requested, expired_pending, queue_items, superseded_q
 from verification.selectors import receipt_payload
@@ -843,7 +845,7 @@ class Period:
     key: str
     days: int
     start: datetime  # inclusive: midnight (current time zone) of the first day
-    end: datetime  # exclusive: ``now``
+    end: datetime  # exclusive: midnight after the last day (today): the days are counted whole
     first_day: date
     last_day: date
 
@@ -853,26 +855,68 @@ class Period:
 
 
 def period_of(key: str | None, *, now: datetime) -> Period:
-    """The last ``days`` calendar days up to ``now`` (today included); ``invalid-request`` for an unknown key."""
+    """The last ``days`` calendar days up to ``now``, today included, each counted whole (the rollups count per day;
+    at the current time nothing is recorded after ``now`` anyway); ``invalid-request`` for an unknown key."""
     chosen = key or DEFAULT_PERIOD
     if chosen not in PERIODS:
         raise _bad(f"period is one of {', '.join(PERIODS)}")
     days = PERIODS[chosen]
     last = timezone.localtime(now).date()
     first = last - timedelta(days=days - 1)
-    return Period(chosen, days, _start_of(first), now, first, last)
+    return Period(chosen, days, _start_of(first), _start_of(last + timedelta(days=1)), first, last)
+
+
+def _hour(moment: datetime) -> int:
+    """Whole hours since the Unix epoch (the rollups' hour)."""
+    return math.floor(moment.timestamp() / 3600)
+
+
+def _hour_start(hour: int) -> datetime:
+    return datetime.fromtimestamp(hour * 3600, tz=UTC)
+
+
+def _age_bucket(moment: datetime, now: datetime) -> str | None:
+    """The bucket of an item submitted at ``moment`` (None: submitted after ``now``)."""
+    for key, _, low, high in AGE_BUCKETS:
+        if moment <= now - low and (high is None or moment > now - high):
+            return key
+    return None
 
 
 def backlog_by_age(*, now: datetime) -> list[tuple[str, str, int]]:
-    """The reviewer queue now, by age since submission: ``(key, label, count)`` per bucket; one aggregate query."""
-    counts = {}
+    """The reviewer queue now, by age since submission: ``(key, label, count)`` per bucket.
+
+    From the rollup (``rollups``: queue members counted per submission hour and PENDING due hour), whose size follows
+    the hours, not the items: every hour that lies wholly inside one bucket and whose items are due before the
+    current hour is summed from the counts (one aggregate). The hours a bucket boundary cuts (the current hour, and
+    those of now - 1 hour, 1 day and 7 days), and PENDING items falling due in the current hour, are counted from the
+    queue itself, exactly (one query over those few hours' rows).
+    """
+    now_hour = _hour(now)
+    split = sorted({_hour(now - low) for _, _, low, _ in AGE_BUCKETS})
+    sums: dict[str, Any] = {}
     for key, _, low, high in AGE_BUCKETS:
-        condition = Q(submitted_at__lte=now - low)
+        # A whole hour h is in a bucket iff its first instant is: h is never a boundary's hour here.
+        condition = Q(submitted_hour__lte=_hour(now - low))
         if high is not None:
-            condition &= Q(submitted_at__gt=now - high)
-        counts[key] = Count("pk", filter=condition)
-    result = queue_items(now=now).order_by().aggregate(**counts)
-    return [(key, label, int(result[key] or 0)) for key, label, _, _ in AGE_BUCKETS]
+            condition &= Q(submitted_hour__gt=_hour(now - high))
+        sums[key] = Sum("n", filter=condition)
+    counted = (
+        QueueBacklogCount.objects.filter(submitted_hour__lt=now_hour, due_hour__lt=now_hour)
+        .exclude(submitted_hour__in=split)
+        .aggregate(**sums)
+    )
+    result = {key: int(counted[key] or 0) for key, _, _, _ in AGE_BUCKETS}
+    cut_hours = Q()
+    for hour in split:
+        cut_hours |= Q(submitted_at__gte=_hour_start(hour), submitted_at__lt=_hour_start(hour + 1))
+    due_now = Q(flagged=False, verdict=Verdict.PENDING.value, pending_until__gte=_hour_start(now_hour))
+    live = queue_items(now=now).filter(cut_hours | due_now).order_by().values_list("submitted_at", flat=True)
+    for submitted in live:
+        bucket = _age_bucket(submitted, now)
+        if bucket is not None:
+            result[bucket] += 1
+    return [(key, label, result[key]) for key, label, _, _ in AGE_BUCKETS]
 
 
 @dataclass(frozen=True)
@@ -891,16 +935,16 @@ def _in_period(period: Period, column: str = "created_at") -> Q:
     return Q(**{f"{column}__gte": period.start, f"{column}__lt": period.end})
 
 
+def _days_of(period: Period) -> Q:
+    """The rollup days of a period: its calendar days."""
+    return Q(day__gte=period.first_day, day__lte=period.last_day)
+
+
 def decisions_per_day(*, period: Period) -> list[DayDecisions]:
-    """Reviewers' actions per day of the period (PASS, FAIL, needs more evidence); one grouped query."""
+    """Reviewers' actions per day of the period (PASS, FAIL, needs more evidence); one grouped query over the daily
+    rollup (``DecisionDayCount``)."""
     counts: dict[tuple[date, str], int] = {}
-    rows = (
-        ReviewDecision.objects.filter(_in_period(period))
-        .annotate(day=TruncDate("created_at"))
-        .order_by()
-        .values("day", "action")
-        .annotate(n=Count("pk"))
-    )
+    rows = DecisionDayCount.objects.filter(_days_of(period)).order_by().values("day", "action").annotate(n=Sum("n"))
     for row in rows:
         counts[(row["day"], row["action"])] = row["n"]
     return [
@@ -921,30 +965,17 @@ class TimeToDecision:
     p90_seconds: float | None
 
 
-def _decision_delay() -> ExpressionWrapper:
-    """From submission to the decision. The submission time is looked up per decision (a correlated subquery on the
-    primary key) rather than joined: the work follows the decisions in the period, not the verifications table."""
-    submitted = Subquery(
-        Verification.objects.filter(pk=OuterRef("verification_id")).order_by().values("submitted_at")[:1],
-        output_field=DateTimeField(),
-    )
-    return ExpressionWrapper(F("created_at") - submitted, output_field=DurationField())
-
-
 def time_to_decision(*, period: Period) -> TimeToDecision:
     """Median and p90 of the time from submission to a person's PASS or FAIL, over decisions made in the period.
 
-    PostgreSQL: one ``percentile_cont(ARRAY[0.5, 0.9])`` ordered-set aggregate over the decisions' delays.
+    Over ``DecisionDelay`` (one narrow row per decision, its delay computed when it was recorded), read through its
+    (decided_at, seconds) index. PostgreSQL: one ``percentile_cont(ARRAY[0.5, 0.9])`` ordered-set aggregate.
     Elsewhere (SQLite): the count, then for each percentile the two ordered values around its position
     (``ORDER BY … LIMIT 2 OFFSET k``), interpolated as ``percentile_cont`` does.
     """
-    decided = ReviewDecision.objects.filter(_in_period(period), receipt__isnull=False)
+    delays = DecisionDelay.objects.filter(_in_period(period, "decided_at"))
     if connection.vendor == "postgresql":
-        seconds = Func(
-            _decision_delay(), template="CAST(EXTRACT(EPOCH FROM %(expressions)s) AS double precision)",
-            output_field=FloatField(),
-        )
-        inner, params = decided.order_by().annotate(seconds=seconds).values("seconds").query.sql_with_params()
+        inner, params = delays.order_by().values("seconds").query.sql_with_params()
         # One pass: both percentiles from one ordering of the delays (the ORM has no ordered-set aggregate).
         sql = (
             "SELECT COUNT(*), PERCENTILE_CONT(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY delays.seconds) "  # noqa: S608
@@ -956,15 +987,15 @@ def time_to_decision(*, period: Period) -> TimeToDecision:
         if not count:
             return TimeToDecision(0, None, None)
         return TimeToDecision(int(count), float(percentiles[0]), float(percentiles[1]))
-    n = decided.count()
+    n = delays.count()
     if n == 0:
         return TimeToDecision(0, None, None)
-    ordered = decided.annotate(delay=_decision_delay()).order_by("delay").values_list("delay", flat=True)
+    ordered = delays.order_by("seconds").values_list("seconds", flat=True)
 
     def percentile(fraction: float) -> float:
         position = (n - 1) * fraction
         low = math.floor(position)
-        values = [d.total_seconds() for d in ordered[low : low + 2]]
+        values = [float(v) for v in ordered[low : low + 2]]
         if len(values) == 1 or position == low:
             return values[0]
         return values[0] + (position - low) * (values[1] - values[0])
@@ -985,19 +1016,19 @@ class ReviewerCount:
 
 
 def reviewer_counts(*, period: Period) -> list[ReviewerCount]:
-    """Actions per reviewer in the period, most first; one grouped query."""
+    """Actions per reviewer in the period, most first; one grouped query over the daily rollup."""
     rows = (
-        ReviewDecision.objects.filter(_in_period(period))
+        DecisionDayCount.objects.filter(_days_of(period))
         .order_by()
         .values("user__username")
         .annotate(
-            passed=Count("pk", filter=Q(action=ReviewAction.PASS)),
-            failed=Count("pk", filter=Q(action=ReviewAction.FAIL)),
-            more=Count("pk", filter=Q(action=ReviewAction.MORE_EVIDENCE)),
+            passed=Sum("n", filter=Q(action=ReviewAction.PASS), default=0),
+            failed=Sum("n", filter=Q(action=ReviewAction.FAIL), default=0),
+            more=Sum("n", filter=Q(action=ReviewAction.MORE_EVIDENCE), default=0),
         )
     )
     out = [ReviewerCount(r["user__username"], r["passed"], r["failed"], r["more"]) for r in rows]
-    return sorted(out, key=lambda r: (-r.total, r.username))
+    return sorted((r for r in out if r.total), key=lambda r: (-r.total, r.username))
 
 
 @dataclass(frozen=True)
@@ -1027,23 +1058,15 @@ ABSTAIN_VERDICTS: Final = (Verdict.UNKNOWN.value, Verdict.NOT_RUN.value)
 
 
 def abstain_share(*, period: Period) -> AbstainShare:
-    """Share of completed automated outcomes that abstained (``cannot_determine``), per day of submission.
+    """Share of completed automated outcomes that abstained (``cannot_determine``), per day the verification was
+    recorded (``created_at``).
 
     Counted on ``automated_verdict`` (the latest run or result as issued), so a person's later decision does not
-    hide the machine's abstain; a still-PENDING outcome is not completed. One grouped query.
+    hide the machine's abstain; a still-PENDING outcome is not completed. Read from the daily rollup
+    (``VerificationDayCount``): one query over the period's days.
     """
-    completed = Q(automated_verdict__isnull=False) & ~Q(automated_verdict=Verdict.PENDING.value)
-    rows = (
-        Verification.objects.filter(_in_period(period))
-        .annotate(day=TruncDate("created_at"))
-        .order_by()
-        .values("day")
-        .annotate(
-            completed=Count("pk", filter=completed),
-            abstained=Count("pk", filter=Q(automated_verdict__in=ABSTAIN_VERDICTS)),
-        )
-    )
-    by_day = {r["day"]: (r["completed"], r["abstained"]) for r in rows}
+    rows = VerificationDayCount.objects.filter(_days_of(period)).values_list("day", "completed", "abstained")
+    by_day = {day: (completed, abstained) for day, completed, abstained in rows}
     days = [DayAbstains(d, *by_day.get(d, (0, 0))) for d in period.day_list]
     return AbstainShare(days, sum(d.completed for d in days), sum(d.abstained for d in days))
 
@@ -1065,24 +1088,16 @@ class FindingsFlow:
 
 
 def findings_flow(*, period: Period) -> FindingsFlow:
-    """Findings raised and closed per day of the period, and how many are open now (per kind): two queries."""
-    rows = (
-        FindingEvent.objects.filter(
-            _in_period(period), action__in=[FindingAction.RAISED.value, FindingAction.CLOSED.value]
-        )
-        .annotate(day=TruncDate("created_at"))
-        .order_by()
-        .values("day", "action")
-        .annotate(n=Count("pk"))
-    )
-    counts = {(r["day"], r["action"]): r["n"] for r in rows}
+    """Findings raised and closed per day of the period, and how many are open now (per kind): two queries over the
+    rollups (``FindingDayCount``, ``OpenFindingCount``)."""
+    rows = FindingDayCount.objects.filter(_days_of(period)).values_list("day", "action", "n")
+    counts = {(day, action): n for day, action, n in rows}
     days = [
         DayFindings(d, counts.get((d, FindingAction.RAISED.value), 0), counts.get((d, FindingAction.CLOSED.value), 0))
         for d in period.day_list
     ]
-    closed = Exists(FindingEvent.objects.filter(finding=OuterRef("pk"), action=FindingAction.CLOSED))
-    open_rows = Finding.objects.filter(~closed).order_by().values("kind").annotate(n=Count("pk"))
-    by_kind = sorted(((r["kind"], r["n"]) for r in open_rows), key=lambda pair: (-pair[1], pair[0]))
+    open_rows = OpenFindingCount.objects.filter(n__gt=0).values_list("kind", "n")
+    by_kind = sorted(open_rows, key=lambda pair: (-pair[1], pair[0]))
     return FindingsFlow(
         days, sum(d.opened for d in days), sum(d.closed for d in days), sum(n for _, n in by_kind), by_kind
     )

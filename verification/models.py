@@ -854,6 +854,99 @@ def _reinstall_audit_guards(sender: object, using: str = "default", **kwargs: ob
 post_migrate.connect(_reinstall_audit_guards, dispatch_uid="verification.models.audit_records")
 
 
+# --- dashboard rollups (issue 6 §3): derived counts the database keeps, never records -------------------------------
+#
+# Each table below is a function of the records (verifications, review decisions, findings and their events): the
+# triggers of ``verification.rollups`` update it in the same statement as the record that changes it, whoever writes
+# the record, and ``rollups.rebuild`` recomputes it from the records. They are caches of aggregates, not history, so
+# their counters change in place; nothing in them is evidence of anything. Days are UTC calendar days (the portal's
+# TIME_ZONE is UTC; a system check refuses anything else), hours are whole hours since the Unix epoch.
+
+
+class QueueBacklogMember(models.Model):
+    """One row per verification that is in the reviewer queue now or will be once its PENDING deadline passes.
+
+    ``due_hour`` 0: in the queue whatever the time (flagged); else the hour of its PENDING deadline."""
+
+    verification_id = models.UUIDField(primary_key=True)
+    submitted_hour = models.BigIntegerField()
+    due_hour = models.BigIntegerField()
+
+
+class QueueBacklogCount(models.Model):
+    """How many ``QueueBacklogMember`` rows share a submission hour and a due hour (the backlog dashboard's input)."""
+
+    submitted_hour = models.BigIntegerField()
+    due_hour = models.BigIntegerField()
+    n = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["submitted_hour", "due_hour"], name="queuebacklogcount_key"),
+        ]
+
+
+class DecisionDayCount(models.Model):
+    """Reviewer actions per UTC day, reviewer and action (decisions per day, per-reviewer counts)."""
+
+    day = models.DateField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    action = models.CharField(max_length=16)
+    n = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "user", "action"], name="decisiondaycount_key")]
+
+
+class DecisionDelay(models.Model):
+    """From submission to a person's PASS or FAIL, per decision (the time-to-decision percentiles), in seconds."""
+
+    decision_id = models.BigIntegerField(primary_key=True)
+    decided_at = models.DateTimeField()
+    seconds = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["decided_at", "seconds"], name="decisiondelay_period_idx")]
+
+
+class VerificationDayCount(models.Model):
+    """Completed automated outcomes and abstains (UNKNOWN, NOT_RUN) per UTC day of ``Verification.created_at``."""
+
+    day = models.DateField(primary_key=True)
+    completed = models.IntegerField(default=0)
+    abstained = models.IntegerField(default=0)
+
+
+class FindingDayCount(models.Model):
+    """Findings raised and closed per UTC day (``FindingEvent`` actions)."""
+
+    day = models.DateField()
+    action = models.CharField(max_length=16)
+    n = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "action"], name="findingdaycount_key")]
+
+
+class OpenFindingCount(models.Model):
+    """Findings without a ``closed`` event, per kind."""
+
+    kind = models.CharField(max_length=32, primary_key=True)
+    n = models.IntegerField(default=0)
+
+
+def _reinstall_rollups(sender: object, using: str = "default", **kwargs: object) -> None:
+    from django.db import connections
+
+    from verification import rollups
+
+    if getattr(sender, "label", None) == "verification":
+        rollups.ensure_installed(connections[using])
+
+
+post_migrate.connect(_reinstall_rollups, dispatch_uid="verification.models.rollups")
+
+
 def _connect_security_log() -> None:
     """The security log listens to sign-ins, the pin log, tokens, decisions and finding events (issue 7 §4)."""
     from verification.services import security_log  # late: it imports the models above

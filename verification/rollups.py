@@ -1,0 +1,376 @@
+"""Dashboard rollups kept by the database (issue 6 §3): counts that stay the same size however many records there are.
+
+The dashboards aggregate rollup tables (``verification.models``: ``QueueBacklogMember``/``QueueBacklogCount``,
+``DecisionDayCount``, ``DecisionDelay``, ``VerificationDayCount``, ``FindingDayCount``, ``OpenFindingCount``) instead of
+the records, so a page costs the same with a thousand verifications or a million. The rollups are written by row
+triggers on the records' tables, in the statement that changes the record, so every writer keeps them right: the
+services, ``bulk_create``, a data migration, raw SQL. ``rebuild`` recomputes them from the records in set-based
+statements (the migration that creates them runs it; ``manage.py rebuild_rollups`` runs it by hand, and the tests
+compare it with what the triggers kept).
+
+What each trigger does, in SQL the same on PostgreSQL (a plpgsql trigger function) and SQLite (a trigger body), but
+for the vendor's date and time functions (``_Dialect``):
+
+- a verification inserted or updated in a queue column (verdict, flagged, human_decided, pending_until,
+  submitted_at, supersedes): *refresh* its queue membership, and that of the verification it supersedes (a re-run
+  takes the old one out of the queue). Refresh = take its ``QueueBacklogMember`` row out of its count, recompute the
+  row from the verification as it is now (the queue's definition: ``review_selectors.queue_items`` without the
+  clock), and count it in again. Membership does not depend on the time except through a PENDING deadline, which
+  is kept as the member's ``due_hour``: the dashboard counts a deadline that passed before the current hour from the
+  counts, and looks at the current hour's few rows itself.
+- a verification inserted, or updated in ``created_at`` or ``automated_verdict``: its day's completed and abstained
+  counts lose the old row's share and gain the new one's.
+- a review decision: its day, reviewer and action count +1; a PASS or FAIL (it has a receipt) adds its delay from
+  submission; its verification's membership is refreshed ("needs more evidence" takes it out of the queue).
+- a finding: its kind's open count +1. A finding event: ``raised`` and ``closed`` count per day; a finding's first
+  ``closed`` event takes one from its kind's open count.
+
+- a verification's ``submitted_at`` changed: its decisions' delays are recomputed. A verification deleted (one
+  without receipts or decisions; the others are protected): as if its row changed to nothing.
+
+Decisions, findings and their events are append-only (the database guards refuse UPDATE and DELETE), so they have
+only INSERT triggers. The test runner's flush empties the rollups with everything else (on SQLite the DELETE trigger
+stands aside while ``db_guards.purge_allowed`` is on).
+
+SQLite drops a table's triggers when a later migration rebuilds the table, so ``ensure_installed`` runs after every
+``migrate``: it re-installs missing triggers and then rebuilds, because changes made while they were missing were
+not counted.
+"""
+
+# ruff: noqa: S608 - every statement here is built from this module's own constants (table names, SQL fragments); no values
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from verification.db_guards import PURGE_FUNCTION
+
+PREFIX: Final = "reviewportal_rollup_"
+
+# Table names (``verification.models``); literal here so the SQL reads as SQL, checked against the models by a test.
+VERIFICATION: Final = "verification_verification"
+DECISION: Final = "verification_reviewdecision"
+FINDING: Final = "verification_finding"
+FINDING_EVENT: Final = "verification_findingevent"
+MEMBER: Final = "verification_queuebacklogmember"
+BACKLOG: Final = "verification_queuebacklogcount"
+DECISION_DAY: Final = "verification_decisiondaycount"
+DELAY: Final = "verification_decisiondelay"
+VERIFICATION_DAY: Final = "verification_verificationdaycount"
+FINDING_DAY: Final = "verification_findingdaycount"
+OPEN_FINDINGS: Final = "verification_openfindingcount"
+ROLLUP_TABLES: Final = (MEMBER, BACKLOG, DECISION_DAY, DELAY, VERIFICATION_DAY, FINDING_DAY, OPEN_FINDINGS)
+
+#: The columns whose change can move a verification into or out of the queue.
+QUEUE_COLUMNS: Final = ("verdict", "flagged", "human_decided", "pending_until", "submitted_at", "supersedes_id")
+ABSTAIN_COLUMNS: Final = ("created_at", "automated_verdict")
+
+
+@dataclass(frozen=True)
+class _Dialect:
+    vendor: str
+    hour: Callable[[str], str]  # whole hours since the epoch of a timestamp
+    day: Callable[[str], str]  # its UTC calendar day
+    seconds_between: Callable[[str, str], str]  # later - earlier, in seconds (a float)
+    changed: Callable[[str], str]  # OLD.<column> differs from NEW.<column>, NULLs included
+
+
+_POSTGRESQL: Final = _Dialect(
+    vendor="postgresql",
+    hour=lambda ts: f"CAST(FLOOR(EXTRACT(EPOCH FROM {ts}) / 3600) AS bigint)",
+    day=lambda ts: f"CAST(({ts} AT TIME ZONE 'UTC') AS date)",
+    seconds_between=lambda later, earlier: f"CAST(EXTRACT(EPOCH FROM ({later} - {earlier})) AS double precision)",
+    changed=lambda column: f"OLD.{column} IS DISTINCT FROM NEW.{column}",
+)
+# SQLite keeps Django's datetimes as UTC text 'YYYY-MM-DD HH:MM:SS[.ffffff]'. Its date functions round fractions of
+# a second (23:59:59.9999995 would be the next day), so the whole seconds and the date are cut out of the text.
+_SQLITE: Final = _Dialect(
+    vendor="sqlite",
+    hour=lambda ts: f"(CAST(STRFTIME('%s', SUBSTR({ts}, 1, 19)) AS INTEGER) / 3600)",
+    day=lambda ts: f"SUBSTR({ts}, 1, 10)",
+    seconds_between=lambda later, earlier: f"((JULIANDAY({later}) - JULIANDAY({earlier})) * 86400.0)",
+    changed=lambda column: f"OLD.{column} IS NOT NEW.{column}",
+)
+
+
+def _dialect(vendor: str) -> _Dialect:
+    if vendor == "postgresql":
+        return _POSTGRESQL
+    if vendor == "sqlite":
+        return _SQLITE
+    raise NotImplementedError(f"dashboard rollups are not written for {vendor!r}")
+
+
+# --- the statements --------------------------------------------------------------------------------------------------
+
+
+def _queue_member_select(d: _Dialect, where: str) -> str:
+    """The queue membership rows of the verifications ``v`` that ``where`` selects: the queue as
+    ``review_selectors.queue_items`` defines it, with a PENDING deadline kept as ``due_hour`` instead of compared to
+    a clock (0: in the queue at any time)."""
+    return (
+        f"SELECT v.id, {d.hour('v.submitted_at')}, "
+        f"CASE WHEN v.flagged THEN 0 ELSE {d.hour('v.pending_until')} END "
+        f"FROM {VERIFICATION} v WHERE {where} "
+        "AND v.verdict IS NOT NULL AND NOT v.human_decided "
+        "AND (v.flagged OR (v.verdict = 'PENDING' AND v.pending_until IS NOT NULL)) "
+        f"AND NOT EXISTS (SELECT 1 FROM {VERIFICATION} w WHERE w.supersedes_id = v.id) "
+        f"AND NOT EXISTS (SELECT 1 FROM {DECISION} r WHERE r.verification_id = v.id AND r.action = 'MORE_EVIDENCE')"
+    )
+
+
+def _refresh_membership(d: _Dialect, vid: str) -> list[str]:
+    """Recompute one verification's membership (``vid``: an expression such as ``NEW.id``; NULL changes nothing)."""
+    member = f"SELECT m.{{}} FROM {MEMBER} m WHERE m.verification_id = {vid}"
+    return [
+        f"UPDATE {BACKLOG} SET n = {BACKLOG}.n - 1 "
+        f"WHERE submitted_hour = ({member.format('submitted_hour')}) AND due_hour = ({member.format('due_hour')})",
+        f"DELETE FROM {MEMBER} WHERE verification_id = {vid}",
+        f"INSERT INTO {MEMBER} (verification_id, submitted_hour, due_hour) " + _queue_member_select(d, f"v.id = {vid}"),
+        f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) "
+        f"SELECT m.submitted_hour, m.due_hour, 1 FROM {MEMBER} m WHERE m.verification_id = {vid} "
+        f"ON CONFLICT (submitted_hour, due_hour) DO UPDATE SET n = {BACKLOG}.n + excluded.n",
+    ]
+
+
+def _completed(row: str) -> str:
+    return f"(CASE WHEN {row}.automated_verdict IS NOT NULL AND {row}.automated_verdict <> 'PENDING' THEN 1 ELSE 0 END)"
+
+
+def _abstained(row: str) -> str:
+    return f"(CASE WHEN {row}.automated_verdict IN ('UNKNOWN', 'NOT_RUN') THEN 1 ELSE 0 END)"
+
+
+def _count_outcome(d: _Dialect, row: str, sign: int) -> str:
+    """Add (``sign`` 1) or take away (-1) ``row``'s share (``NEW`` or ``OLD``) of its day's outcome counts."""
+    return (
+        f"INSERT INTO {VERIFICATION_DAY} (day, completed, abstained) "
+        f"SELECT {d.day(f'{row}.created_at')}, {sign} * {_completed(row)}, {sign} * {_abstained(row)} "
+        f"WHERE {_completed(row)} = 1 "
+        f"ON CONFLICT (day) DO UPDATE SET completed = {VERIFICATION_DAY}.completed + excluded.completed, "
+        f"abstained = {VERIFICATION_DAY}.abstained + excluded.abstained"
+    )
+
+
+@dataclass(frozen=True)
+class _Trigger:
+    name: str
+    table: str
+    event: str  # INSERT, UPDATE or DELETE
+    when_changed: tuple[str, ...]  # UPDATE: fire only when one of these columns changed
+    body: Callable[[_Dialect], list[str]]
+
+
+def _on_verification_insert(d: _Dialect) -> list[str]:
+    return [
+        *_refresh_membership(d, "NEW.id"),
+        *_refresh_membership(d, "NEW.supersedes_id"),
+        _count_outcome(d, "NEW", 1),
+    ]
+
+
+def _on_verification_queue_change(d: _Dialect) -> list[str]:
+    return [
+        *_refresh_membership(d, "NEW.id"),
+        *_refresh_membership(d, "OLD.supersedes_id"),
+        *_refresh_membership(d, "NEW.supersedes_id"),
+    ]
+
+
+def _on_verification_outcome_change(d: _Dialect) -> list[str]:
+    return [_count_outcome(d, "OLD", -1), _count_outcome(d, "NEW", 1)]
+
+
+def _on_verification_submitted_change(d: _Dialect) -> list[str]:
+    return [
+        f"UPDATE {DELAY} SET seconds = {d.seconds_between(f'{DELAY}.decided_at', 'NEW.submitted_at')} "
+        f"WHERE decision_id IN (SELECT r.id FROM {DECISION} r WHERE r.verification_id = NEW.id)"
+    ]
+
+
+def _on_verification_delete(d: _Dialect) -> list[str]:
+    """A verification without receipts or decisions can be deleted (the others are protected): it leaves the queue,
+    the one it superseded comes back, and its outcome leaves its day."""
+    return [
+        *_refresh_membership(d, "OLD.id"),
+        *_refresh_membership(d, "OLD.supersedes_id"),
+        _count_outcome(d, "OLD", -1),
+    ]
+
+
+def _on_decision_insert(d: _Dialect) -> list[str]:
+    return [
+        f"INSERT INTO {DECISION_DAY} (day, user_id, action, n) "
+        f"SELECT {d.day('NEW.created_at')}, NEW.user_id, NEW.action, 1 WHERE NEW.user_id IS NOT NULL "
+        f"ON CONFLICT (day, user_id, action) DO UPDATE SET n = {DECISION_DAY}.n + excluded.n",
+        f"INSERT INTO {DELAY} (decision_id, decided_at, seconds) "
+        f"SELECT NEW.id, NEW.created_at, {d.seconds_between('NEW.created_at', 'v.submitted_at')} "
+        f"FROM {VERIFICATION} v WHERE v.id = NEW.verification_id AND NEW.receipt_id IS NOT NULL",
+        *_refresh_membership(d, "NEW.verification_id"),
+    ]
+
+
+def _on_finding_insert(d: _Dialect) -> list[str]:
+    return [
+        f"INSERT INTO {OPEN_FINDINGS} (kind, n) SELECT NEW.kind, 1 WHERE NEW.kind IS NOT NULL "
+        f"ON CONFLICT (kind) DO UPDATE SET n = {OPEN_FINDINGS}.n + excluded.n",
+    ]
+
+
+def _on_finding_event_insert(d: _Dialect) -> list[str]:
+    return [
+        f"INSERT INTO {FINDING_DAY} (day, action, n) "
+        f"SELECT {d.day('NEW.created_at')}, NEW.action, 1 WHERE NEW.action IN ('raised', 'closed') "
+        f"ON CONFLICT (day, action) DO UPDATE SET n = {FINDING_DAY}.n + excluded.n",
+        f"UPDATE {OPEN_FINDINGS} SET n = {OPEN_FINDINGS}.n - 1 "
+        f"WHERE NEW.action = 'closed' AND kind = (SELECT f.kind FROM {FINDING} f WHERE f.id = NEW.finding_id) "
+        f"AND NOT EXISTS (SELECT 1 FROM {FINDING_EVENT} e "
+        "WHERE e.finding_id = NEW.finding_id AND e.action = 'closed' AND e.id <> NEW.id)",
+    ]
+
+
+TRIGGERS: Final = (
+    _Trigger(f"{PREFIX}verification_insert", VERIFICATION, "INSERT", (), _on_verification_insert),
+    _Trigger(f"{PREFIX}verification_queue", VERIFICATION, "UPDATE", QUEUE_COLUMNS, _on_verification_queue_change),
+    _Trigger(f"{PREFIX}verification_outcome", VERIFICATION, "UPDATE", ABSTAIN_COLUMNS, _on_verification_outcome_change),
+    _Trigger(
+        f"{PREFIX}verification_submitted", VERIFICATION, "UPDATE", ("submitted_at",), _on_verification_submitted_change
+    ),
+    _Trigger(f"{PREFIX}verification_delete", VERIFICATION, "DELETE", (), _on_verification_delete),
+    _Trigger(f"{PREFIX}decision_insert", DECISION, "INSERT", (), _on_decision_insert),
+    _Trigger(f"{PREFIX}finding_insert", FINDING, "INSERT", (), _on_finding_insert),
+    _Trigger(f"{PREFIX}finding_event_insert", FINDING_EVENT, "INSERT", (), _on_finding_event_insert),
+)
+
+
+def install_sql(vendor: str) -> list[str]:
+    """The statements that install every rollup trigger (idempotent: each replaces its own)."""
+    d = _dialect(vendor)
+    out: list[str] = []
+    for trigger in TRIGGERS:
+        when = " OR ".join(d.changed(c) for c in trigger.when_changed)
+        statements = trigger.body(d)
+        if vendor == "postgresql":
+            body = "".join(f"    {sql};\n" for sql in statements)
+            out.append(
+                f"CREATE OR REPLACE FUNCTION {trigger.name}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+                f"BEGIN\n{body}    RETURN NULL;\nEND\n$$"
+            )
+            out.append(f'DROP TRIGGER IF EXISTS "{trigger.name}" ON "{trigger.table}"')
+            out.append(
+                f'CREATE TRIGGER "{trigger.name}" AFTER {trigger.event} ON "{trigger.table}" FOR EACH ROW '
+                + (f"WHEN ({when}) " if when else "")
+                + f"EXECUTE FUNCTION {trigger.name}()"
+            )
+        else:
+            body = "".join(f"{sql}; " for sql in statements)
+            if trigger.event == "DELETE":  # not while the test runner's flush empties the tables (db_guards)
+                when = f"NOT {PURGE_FUNCTION}()"
+            out.append(f'DROP TRIGGER IF EXISTS "{trigger.name}"')
+            out.append(
+                f'CREATE TRIGGER "{trigger.name}" AFTER {trigger.event} ON "{trigger.table}" FOR EACH ROW '
+                + (f"WHEN {when} " if when else "")
+                + f"BEGIN {body}END"
+            )
+    return out
+
+
+def uninstall_sql(vendor: str) -> list[str]:
+    if vendor == "postgresql":
+        return [
+            sql
+            for t in TRIGGERS
+            for sql in (f'DROP TRIGGER IF EXISTS "{t.name}" ON "{t.table}"', f"DROP FUNCTION IF EXISTS {t.name}()")
+        ]
+    return [f'DROP TRIGGER IF EXISTS "{t.name}"' for t in TRIGGERS]
+
+
+def rebuild_sql(vendor: str) -> list[str]:
+    """Recompute every rollup from the records: empty them, then one set-based INSERT … SELECT each."""
+    d = _dialect(vendor)
+    return [
+        *(f"DELETE FROM {table}" for table in ROLLUP_TABLES),
+        f"INSERT INTO {MEMBER} (verification_id, submitted_hour, due_hour) " + _queue_member_select(d, "1 = 1"),
+        f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) "
+        f"SELECT submitted_hour, due_hour, COUNT(*) FROM {MEMBER} GROUP BY submitted_hour, due_hour",
+        f"INSERT INTO {VERIFICATION_DAY} (day, completed, abstained) "
+        f"SELECT {d.day('v.created_at')}, SUM({_completed('v')}), SUM({_abstained('v')}) FROM {VERIFICATION} v "
+        f"WHERE {_completed('v')} = 1 GROUP BY {d.day('v.created_at')}",
+        f"INSERT INTO {DECISION_DAY} (day, user_id, action, n) "
+        f"SELECT {d.day('r.created_at')}, r.user_id, r.action, COUNT(*) FROM {DECISION} r "
+        f"GROUP BY {d.day('r.created_at')}, r.user_id, r.action",
+        f"INSERT INTO {DELAY} (decision_id, decided_at, seconds) "
+        f"SELECT r.id, r.created_at, {d.seconds_between('r.created_at', 'v.submitted_at')} "
+        f"FROM {DECISION} r JOIN {VERIFICATION} v ON v.id = r.verification_id WHERE r.receipt_id IS NOT NULL",
+        f"INSERT INTO {FINDING_DAY} (day, action, n) "
+        f"SELECT {d.day('e.created_at')}, e.action, COUNT(*) FROM {FINDING_EVENT} e "
+        f"WHERE e.action IN ('raised', 'closed') GROUP BY {d.day('e.created_at')}, e.action",
+        f"INSERT INTO {OPEN_FINDINGS} (kind, n) SELECT f.kind, COUNT(*) FROM {FINDING} f "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {FINDING_EVENT} e WHERE e.finding_id = f.id AND e.action = 'closed') "
+        "GROUP BY f.kind",
+    ]
+
+
+# --- running them ----------------------------------------------------------------------------------------------------
+
+
+def rebuild(connection: BaseDatabaseWrapper) -> None:
+    """Recompute the rollups from the records, in one transaction. On PostgreSQL the rollup tables are locked first
+    (EXCLUSIVE: reads go on, writers' triggers wait), so a record written meanwhile is counted exactly once: either
+    it committed before the lock and the recount sees it, or its trigger runs after the recount."""
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"LOCK TABLE {', '.join(ROLLUP_TABLES)} IN EXCLUSIVE MODE")
+        for sql in rebuild_sql(connection.vendor):
+            cursor.execute(sql)
+
+
+def installed(connection: BaseDatabaseWrapper) -> set[str]:
+    """The names of the rollup triggers present."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE %s", [f"{PREFIX}%"])
+        else:
+            cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE %s", [f"{PREFIX}%"])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def install(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        for sql in install_sql(connection.vendor):
+            cursor.execute(sql)
+
+
+def ensure_installed(connection: BaseDatabaseWrapper) -> bool:
+    """Install missing triggers and then rebuild (what happened without them was not counted); True if it did.
+    Nothing to do before the rollup tables exist (a database migrated to an older state)."""
+    if connection.vendor not in ("postgresql", "sqlite"):
+        return False
+    tables = set(connection.introspection.table_names())
+    if not set(ROLLUP_TABLES) <= tables:
+        return False
+    if {t.name for t in TRIGGERS} <= installed(connection):
+        return False
+    with transaction.atomic(using=connection.alias):
+        install(connection)
+        rebuild(connection)
+    return True
+
+
+def install_and_rebuild(apps: Any, schema_editor: Any) -> None:
+    """The migration's forward step."""
+    with transaction.atomic(using=schema_editor.connection.alias):
+        install(schema_editor.connection)
+        rebuild(schema_editor.connection)
+
+
+def uninstall(apps: Any, schema_editor: Any) -> None:
+    """The migration's backward step."""
+    with schema_editor.connection.cursor() as cursor:
+        for sql in uninstall_sql(schema_editor.connection.vendor):
+            cursor.execute(sql)
