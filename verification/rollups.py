@@ -248,43 +248,194 @@ TRIGGERS: Final = (
 )
 
 
-def install_sql(vendor: str) -> list[str]:
-    """The statements that install every rollup trigger (idempotent: each replaces its own)."""
-    d = _dialect(vendor)
+# --- PostgreSQL: statement-level triggers over transition tables ------------------------------------------------------
+#
+# The same rollups, kept once per statement instead of once per row: a statement's changed rows are its transition
+# tables (``new_rows``, ``old_rows``), and each count is adjusted by one grouped upsert. A bulk write (an INSERT …
+# SELECT of 100,000 rows) then costs a few set-based statements, not 100,000 trigger calls that each rewrite the same
+# counter rows (whose old versions pile up until the transaction ends). PostgreSQL allows no column list or WHEN on
+# such triggers, so an UPDATE trigger compares the old and new rows itself.
+
+_PG_IDS: Final = "rp_ids"  # the plpgsql variable holding the verification ids whose membership is refreshed
+
+
+def _pg_refresh_membership(d: _Dialect) -> list[str]:
+    """``_refresh_membership`` for every id in ``rp_ids`` at once."""
+    ids = f"ANY({_PG_IDS})"
+    return [
+        f"UPDATE {BACKLOG} c SET n = c.n - x.k FROM (SELECT submitted_hour, due_hour, COUNT(*) AS k FROM {MEMBER} "
+        f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour) x "
+        "WHERE c.submitted_hour = x.submitted_hour AND c.due_hour = x.due_hour",
+        f"DELETE FROM {MEMBER} WHERE verification_id = {ids}",
+        f"INSERT INTO {MEMBER} (verification_id, submitted_hour, due_hour) " + _queue_member_select(d, f"v.id = {ids}"),
+        f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) SELECT submitted_hour, due_hour, COUNT(*) FROM {MEMBER} "
+        f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour "
+        f"ON CONFLICT (submitted_hour, due_hour) DO UPDATE SET n = {BACKLOG}.n + excluded.n",
+    ]
+
+
+def _pg_count_outcomes(d: _Dialect, shares: str) -> str:
+    """Add the signed shares (``shares``: rows of created_at, automated_verdict, sign) to their days' counts."""
+    return (
+        f"INSERT INTO {VERIFICATION_DAY} (day, completed, abstained) "
+        f"SELECT {d.day('s.created_at')}, SUM(s.sign * {_completed('s')}), SUM(s.sign * {_abstained('s')}) "
+        f"FROM ({shares}) s GROUP BY {d.day('s.created_at')} "
+        f"HAVING SUM(s.sign * {_completed('s')}) <> 0 OR SUM(s.sign * {_abstained('s')}) <> 0 "
+        f"ON CONFLICT (day) DO UPDATE SET completed = {VERIFICATION_DAY}.completed + excluded.completed, "
+        f"abstained = {VERIFICATION_DAY}.abstained + excluded.abstained"
+    )
+
+
+def _pg_ids(select: str) -> str:
+    return f"{_PG_IDS} := ARRAY(SELECT DISTINCT x FROM ({select}) AS ids (x) WHERE x IS NOT NULL)"
+
+
+def _pg_changed(columns: tuple[str, ...]) -> str:
+    return " OR ".join(f"o.{c} IS DISTINCT FROM n.{c}" for c in columns)
+
+
+_PG_PAIRS: Final = "new_rows n JOIN old_rows o ON o.id = n.id"
+
+
+def _pg_on_verification_insert(d: _Dialect) -> list[str]:
+    return [
+        _pg_ids("SELECT id FROM new_rows UNION ALL SELECT supersedes_id FROM new_rows"),
+        *_pg_refresh_membership(d),
+        _pg_count_outcomes(d, "SELECT created_at, automated_verdict, 1 AS sign FROM new_rows"),
+    ]
+
+
+def _pg_on_verification_update(d: _Dialect) -> list[str]:
+    moved = f"FROM {_PG_PAIRS} WHERE {_pg_changed(QUEUE_COLUMNS)}"
+    outcome = f"FROM {_PG_PAIRS} WHERE {_pg_changed(ABSTAIN_COLUMNS)}"
+    return [
+        _pg_ids(
+            f"SELECT n.id {moved} UNION ALL SELECT o.supersedes_id {moved} UNION ALL SELECT n.supersedes_id {moved}"
+        ),
+        *_pg_refresh_membership(d),
+        _pg_count_outcomes(
+            d,
+            f"SELECT o.created_at, o.automated_verdict, -1 AS sign {outcome} "
+            f"UNION ALL SELECT n.created_at, n.automated_verdict, 1 AS sign {outcome}",
+        ),
+        f"UPDATE {DELAY} t SET seconds = {d.seconds_between('t.decided_at', 'n.submitted_at')} "
+        f"FROM {DECISION} r, {_PG_PAIRS} "
+        "WHERE t.decision_id = r.id AND r.verification_id = n.id AND o.submitted_at IS DISTINCT FROM n.submitted_at",
+    ]
+
+
+def _pg_on_verification_delete(d: _Dialect) -> list[str]:
+    return [
+        _pg_ids("SELECT id FROM old_rows UNION ALL SELECT supersedes_id FROM old_rows"),
+        *_pg_refresh_membership(d),
+        _pg_count_outcomes(d, "SELECT created_at, automated_verdict, -1 AS sign FROM old_rows"),
+    ]
+
+
+def _pg_on_decision_insert(d: _Dialect) -> list[str]:
+    return [
+        f"INSERT INTO {DECISION_DAY} (day, user_id, action, n) "
+        f"SELECT {d.day('created_at')}, user_id, action, COUNT(*) FROM new_rows WHERE user_id IS NOT NULL "
+        f"GROUP BY {d.day('created_at')}, user_id, action "
+        f"ON CONFLICT (day, user_id, action) DO UPDATE SET n = {DECISION_DAY}.n + excluded.n",
+        f"INSERT INTO {DELAY} (decision_id, decided_at, seconds) "
+        f"SELECT r.id, r.created_at, {d.seconds_between('r.created_at', 'v.submitted_at')} "
+        f"FROM new_rows r JOIN {VERIFICATION} v ON v.id = r.verification_id WHERE r.receipt_id IS NOT NULL",
+        _pg_ids("SELECT verification_id FROM new_rows"),
+        *_pg_refresh_membership(d),
+    ]
+
+
+def _pg_on_finding_insert(d: _Dialect) -> list[str]:
+    return [
+        f"INSERT INTO {OPEN_FINDINGS} (kind, n) SELECT kind, COUNT(*) FROM new_rows WHERE kind IS NOT NULL "
+        f"GROUP BY kind ON CONFLICT (kind) DO UPDATE SET n = {OPEN_FINDINGS}.n + excluded.n",
+    ]
+
+
+def _pg_on_finding_event_insert(d: _Dialect) -> list[str]:
+    return [
+        f"INSERT INTO {FINDING_DAY} (day, action, n) "
+        f"SELECT {d.day('created_at')}, action, COUNT(*) FROM new_rows WHERE action IN ('raised', 'closed') "
+        f"GROUP BY {d.day('created_at')}, action "
+        f"ON CONFLICT (day, action) DO UPDATE SET n = {FINDING_DAY}.n + excluded.n",
+        # Findings whose first closing is in this statement: no closing event from before it.
+        f"UPDATE {OPEN_FINDINGS} t SET n = t.n - x.k FROM (SELECT f.kind, COUNT(*) AS k "
+        f"FROM (SELECT DISTINCT finding_id FROM new_rows WHERE action = 'closed') c "
+        f"JOIN {FINDING} f ON f.id = c.finding_id "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {FINDING_EVENT} e WHERE e.finding_id = c.finding_id "
+        "AND e.action = 'closed' AND e.id NOT IN (SELECT id FROM new_rows)) GROUP BY f.kind) x WHERE t.kind = x.kind",
+    ]
+
+
+@dataclass(frozen=True)
+class _StatementTrigger:
+    name: str
+    table: str
+    event: str
+    transitions: str  # the REFERENCING clause's tables
+    body: Callable[[_Dialect], list[str]]
+
+
+_NEW: Final = "NEW TABLE AS new_rows"
+_OLD: Final = "OLD TABLE AS old_rows"
+PG_TRIGGERS: Final = (
+    _StatementTrigger(f"{PREFIX}verification_insert", VERIFICATION, "INSERT", _NEW, _pg_on_verification_insert),
+    _StatementTrigger(
+        f"{PREFIX}verification_update", VERIFICATION, "UPDATE", f"{_OLD} {_NEW}", _pg_on_verification_update
+    ),
+    _StatementTrigger(f"{PREFIX}verification_delete", VERIFICATION, "DELETE", _OLD, _pg_on_verification_delete),
+    _StatementTrigger(f"{PREFIX}decision_insert", DECISION, "INSERT", _NEW, _pg_on_decision_insert),
+    _StatementTrigger(f"{PREFIX}finding_insert", FINDING, "INSERT", _NEW, _pg_on_finding_insert),
+    _StatementTrigger(f"{PREFIX}finding_event_insert", FINDING_EVENT, "INSERT", _NEW, _pg_on_finding_event_insert),
+)
+
+
+def trigger_names(vendor: str) -> set[str]:
+    return {t.name for t in (PG_TRIGGERS if vendor == "postgresql" else TRIGGERS)}
+
+
+def _pg_install_sql() -> list[str]:
+    out: list[str] = []
+    for trigger in PG_TRIGGERS:
+        body = "".join(f"    {sql};\n" for sql in trigger.body(_POSTGRESQL))
+        out += [
+            f"CREATE OR REPLACE FUNCTION {trigger.name}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+            f"DECLARE {_PG_IDS} uuid[];\nBEGIN\n{body}    RETURN NULL;\nEND\n$$",
+            f'DROP TRIGGER IF EXISTS "{trigger.name}" ON "{trigger.table}"',
+            f'CREATE TRIGGER "{trigger.name}" AFTER {trigger.event} ON "{trigger.table}" '
+            f"REFERENCING {trigger.transitions} FOR EACH STATEMENT EXECUTE FUNCTION {trigger.name}()",
+        ]
+    return out
+
+
+def _sqlite_install_sql() -> list[str]:
     out: list[str] = []
     for trigger in TRIGGERS:
-        when = " OR ".join(d.changed(c) for c in trigger.when_changed)
-        statements = trigger.body(d)
-        if vendor == "postgresql":
-            body = "".join(f"    {sql};\n" for sql in statements)
-            out.append(
-                f"CREATE OR REPLACE FUNCTION {trigger.name}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
-                f"BEGIN\n{body}    RETURN NULL;\nEND\n$$"
-            )
-            out.append(f'DROP TRIGGER IF EXISTS "{trigger.name}" ON "{trigger.table}"')
-            out.append(
-                f'CREATE TRIGGER "{trigger.name}" AFTER {trigger.event} ON "{trigger.table}" FOR EACH ROW '
-                + (f"WHEN ({when}) " if when else "")
-                + f"EXECUTE FUNCTION {trigger.name}()"
-            )
-        else:
-            body = "".join(f"{sql}; " for sql in statements)
-            if trigger.event == "DELETE":  # not while the test runner's flush empties the tables (db_guards)
-                when = f"NOT {PURGE_FUNCTION}()"
-            out.append(f'DROP TRIGGER IF EXISTS "{trigger.name}"')
-            out.append(
-                f'CREATE TRIGGER "{trigger.name}" AFTER {trigger.event} ON "{trigger.table}" FOR EACH ROW '
-                + (f"WHEN {when} " if when else "")
-                + f"BEGIN {body}END"
-            )
+        when = " OR ".join(_SQLITE.changed(c) for c in trigger.when_changed)
+        if trigger.event == "DELETE":  # not while the test runner's flush empties the tables (db_guards)
+            when = f"NOT {PURGE_FUNCTION}()"
+        body = "".join(f"{sql}; " for sql in trigger.body(_SQLITE))
+        out += [
+            f'DROP TRIGGER IF EXISTS "{trigger.name}"',
+            f'CREATE TRIGGER "{trigger.name}" AFTER {trigger.event} ON "{trigger.table}" FOR EACH ROW '
+            + (f"WHEN {when} " if when else "")
+            + f"BEGIN {body}END",
+        ]
     return out
+
+
+def install_sql(vendor: str) -> list[str]:
+    """The statements that install every rollup trigger (idempotent: each replaces its own)."""
+    _dialect(vendor)  # refuses a vendor without rollups
+    return _pg_install_sql() if vendor == "postgresql" else _sqlite_install_sql()
 
 
 def uninstall_sql(vendor: str) -> list[str]:
     if vendor == "postgresql":
         return [
             sql
-            for t in TRIGGERS
+            for t in PG_TRIGGERS
             for sql in (f'DROP TRIGGER IF EXISTS "{t.name}" ON "{t.table}"', f"DROP FUNCTION IF EXISTS {t.name}()")
         ]
     return [f'DROP TRIGGER IF EXISTS "{t.name}"' for t in TRIGGERS]
@@ -330,18 +481,39 @@ def rebuild(connection: BaseDatabaseWrapper) -> None:
             cursor.execute(sql)
 
 
-def installed(connection: BaseDatabaseWrapper) -> set[str]:
-    """The names of the rollup triggers present."""
+def _installed(connection: BaseDatabaseWrapper) -> dict[str, str]:
+    """The rollup triggers present: name -> table."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE %s", [f"{PREFIX}%"])
+            cursor.execute(
+                "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE %s", [f"{PREFIX}%"]
+            )
         else:
-            cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE %s", [f"{PREFIX}%"])
-        return {row[0] for row in cursor.fetchall()}
+            cursor.execute(
+                "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+                "WHERE NOT t.tgisinternal AND t.tgname LIKE %s",
+                [f"{PREFIX}%"],
+            )
+        return {name: table for name, table in cursor.fetchall()}
+
+
+def installed(connection: BaseDatabaseWrapper) -> set[str]:
+    """The names of the rollup triggers present."""
+    return set(_installed(connection))
 
 
 def install(connection: BaseDatabaseWrapper) -> None:
+    """Install this version's triggers and drop any other rollup trigger (one an earlier version installed)."""
+    stale = {
+        name: table for name, table in _installed(connection).items() if name not in trigger_names(connection.vendor)
+    }
     with connection.cursor() as cursor:
+        for name, table in stale.items():
+            if connection.vendor == "postgresql":
+                cursor.execute(f'DROP TRIGGER IF EXISTS "{name}" ON "{table}"')
+                cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
+            else:
+                cursor.execute(f'DROP TRIGGER IF EXISTS "{name}"')
         for sql in install_sql(connection.vendor):
             cursor.execute(sql)
 
@@ -354,7 +526,7 @@ def ensure_installed(connection: BaseDatabaseWrapper) -> bool:
     tables = set(connection.introspection.table_names())
     if not set(ROLLUP_TABLES) <= tables:
         return False
-    if {t.name for t in TRIGGERS} <= installed(connection):
+    if installed(connection) == trigger_names(connection.vendor):
         return False
     with transaction.atomic(using=connection.alias):
         install(connection)

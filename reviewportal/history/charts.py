@@ -1,4 +1,6 @@
-"""Server-side SVG charts for the dashboards (issue 6 §3): geometry here, markup in ``templates/history/_chart.html``.
+"""Server-side SVG charts for the dashboards (issue 6 §3): geometry here, markup in ``templates/history/_chart.html``
+(the frame) and ``Chart.shapes`` (the grid, bars and labels: one escaped string, built here because a template loop
+over a 90-day chart's shapes cost more than the query behind it).
 
 No script, no CDN, and no ``style`` attribute anywhere (the CSP allows neither): shapes carry presentation
 attributes (x, y, width, height) and a class; colours live in ``static/css/history.css``. Every bar has a ``<title>``
@@ -10,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
 WIDTH: Final = 720
 HEIGHT: Final = 240
@@ -57,6 +62,24 @@ class Chart:
     legend: list[tuple[str, str]]  # (css class, name)
     title: str
     empty: bool
+
+    @property
+    def shapes(self) -> SafeString:
+        """The grid lines, bars (each with its ``<title>``) and axis labels as SVG markup, every value escaped."""
+        grid = format_html_join(
+            "", '<line class="grid" x1="{}" x2="{}" y1="{}" y2="{}"/>', ((g.x1, g.x2, g.y, g.y) for g in self.grid)
+        )
+        bars = format_html_join(
+            "",
+            '<rect class="bar {}" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>',
+            ((r.css, r.x, r.y, r.width, r.height, r.title) for r in self.rects),
+        )
+        labels = format_html_join(
+            "",
+            '<text class="axis" x="{}" y="{}" text-anchor="{}">{}</text>',
+            ((lb.x, lb.y, lb.anchor, lb.text) for lb in self.labels),
+        )
+        return SafeString(grid + bars + labels)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,37 @@
 """Dashboard rollups (issue 6 §3): derived count tables, the triggers that keep them, and a first rebuild from the
-records already there (the SQL is ``verification.rollups``')."""
+records already there (the SQL is ``verification.rollups``'); and two partial indexes for the few queue rows the
+backlog dashboard counts itself (those submitted in the hours its age boundaries cut, and PENDING deadlines falling
+in the current hour), outside the model state like migration 0007's."""
 
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
 from verification import rollups
+
+QUEUE_AGE_INDEX = "verification_queue_age_idx"
+PENDING_DUE_INDEX = "verification_pending_due_idx"
+
+
+def _indexes():
+    from verification.review_selectors import QUEUE_INDEX_CONDITION
+
+    return [
+        models.Index(fields=["submitted_at"], condition=QUEUE_INDEX_CONDITION, name=QUEUE_AGE_INDEX),
+        models.Index(fields=["pending_until"], condition=models.Q(verdict="PENDING"), name=PENDING_DUE_INDEX),
+    ]
+
+
+def add_indexes(apps, schema_editor):
+    model = apps.get_model("verification", "Verification")
+    for index in _indexes():
+        schema_editor.add_index(model, index)
+
+
+def remove_indexes(apps, schema_editor):
+    model = apps.get_model("verification", "Verification")
+    for index in _indexes():
+        schema_editor.remove_index(model, index)
 
 
 class Migration(migrations.Migration):
@@ -88,4 +114,5 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(rollups.install_and_rebuild, rollups.uninstall),
+        migrations.RunPython(add_indexes, remove_indexes),
     ]
