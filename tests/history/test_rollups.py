@@ -1,0 +1,149 @@
+"""The dashboards' rollups (``verification.rollups``): what the triggers keep equals what ``rebuild`` recomputes from
+the records, the triggers come back (with a recount) when something removed them, and the portal refuses a time zone
+the daily counts do not match. Their agreement with each dashboard's definition is ``test_dashboard_consistency``'s.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.db import connection
+from django.utils import timezone
+
+from tests.history.conftest import Bulk, Story, decide
+from tests.portal.conftest import Queue
+from verification import models, rollups
+from verification.models import Verification
+from verification.services.actors import actor_for_user
+from verification.services.findings import finding_close
+
+pytestmark = pytest.mark.django_db
+
+HOUR = timedelta(hours=1)
+ROLLUP_MODELS = (
+    models.QueueBacklogMember,
+    models.QueueBacklogCount,
+    models.DecisionDayCount,
+    models.DecisionDelay,
+    models.VerificationDayCount,
+    models.FindingDayCount,
+    models.OpenFindingCount,
+)
+
+
+def snapshot() -> dict[str, set[tuple[Any, ...]]]:
+    """Every rollup table's rows (counters at zero left out: a count that went back to nothing is no row)."""
+    out: dict[str, set[tuple[Any, ...]]] = {}
+    for model in ROLLUP_MODELS:
+        fields = [f.attname for f in model._meta.concrete_fields if f.attname != "id"]
+        rows = model.objects.values_list(*fields)
+        counters = [i for i, name in enumerate(fields) if name in ("n", "completed", "abstained")]
+        kept = {
+            tuple(round(v, 3) if isinstance(v, float) else v for v in row)
+            for row in rows
+            if not counters or any(row[i] for i in counters)
+        }
+        out[model._meta.db_table] = kept
+    return out
+
+
+def varied_records(queue: Queue, bulk: Bulk, story: Story, reviewer: Any, manager: Any) -> None:
+    """Records through the services, ``bulk_create``, queryset updates and a delete."""
+    now = timezone.now()
+    flagged = {"verdict": "UNKNOWN", "automated_verdict": "UNKNOWN", "determination": "cannot_determine",
+               "flagged": True, "reason": "missing-baseline"}
+    bulk.add(3, start=now - 5 * HOUR, **flagged)
+    bulk.add(2, start=now - timedelta(days=9), step=HOUR, **flagged)
+    pending = bulk.add(3, start=now - 2 * HOUR, verdict="PENDING", automated_verdict="PENDING", determination=None,
+                       pending_until=now + HOUR)
+    bulk.add(4, start=now - timedelta(days=2))
+    Verification.objects.filter(pk=pending[0].pk).update(pending_until=now - HOUR)
+    Verification.objects.filter(pk=pending[1].pk).update(verdict="UNKNOWN", automated_verdict="UNKNOWN", flagged=True)
+    Verification.objects.filter(pk=pending[2].pk).delete()
+    item = queue.unknown("decided later")
+    decide(reviewer, item, "FAIL", rationale="wrong", now=timezone.now())
+    finding_close(actor=actor_for_user(manager), finding=story.integrity_finding, rationale="restored")
+
+
+def test_the_table_names_in_the_sql_are_the_models() -> None:
+    tables = {model._meta.db_table for model in ROLLUP_MODELS}
+    assert tables == set(rollups.ROLLUP_TABLES)
+    assert models.Verification._meta.db_table == rollups.VERIFICATION
+    assert models.ReviewDecision._meta.db_table == rollups.DECISION
+    assert models.Finding._meta.db_table == rollups.FINDING
+    assert models.FindingEvent._meta.db_table == rollups.FINDING_EVENT
+
+
+def test_what_the_triggers_keep_is_what_a_rebuild_recomputes(
+    queue: Queue, bulk: Bulk, story: Story, reviewer: Any, manager: Any
+) -> None:
+    varied_records(queue, bulk, story, reviewer, manager)
+    kept = snapshot()
+    assert kept[rollups.MEMBER] and kept[rollups.BACKLOG] and kept[rollups.DECISION_DAY] and kept[rollups.DELAY]
+    assert kept[rollups.VERIFICATION_DAY] and kept[rollups.FINDING_DAY] and kept[rollups.OPEN_FINDINGS]
+    rollups.rebuild(connection)
+    assert snapshot() == kept
+
+
+def test_the_triggers_are_in_place_and_come_back_with_a_recount(queue: Queue, bulk: Bulk) -> None:
+    names = rollups.trigger_names(connection.vendor)
+    assert rollups.installed(connection) == names
+    assert not rollups.ensure_installed(connection)  # nothing missing: nothing done
+    with connection.cursor() as cursor:
+        for sql in rollups.uninstall_sql(connection.vendor):
+            cursor.execute(sql)
+    assert not rollups.installed(connection)
+    bulk.add(2, start=timezone.now() - HOUR, verdict="MISMATCH", automated_verdict="MISMATCH",
+             determination="cannot_determine", flagged=True, reason="baseline-changed")
+    assert not models.QueueBacklogMember.objects.exists()  # written while nothing kept count
+    assert rollups.ensure_installed(connection)
+    assert rollups.installed(connection) == names
+    assert models.QueueBacklogMember.objects.count() == 2  # the recount found them
+
+
+def test_installing_drops_a_rollup_trigger_an_earlier_version_left(queue: Queue) -> None:
+    stale = f"{rollups.PREFIX}old_version"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"CREATE FUNCTION {stale}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"
+            )
+            cursor.execute(
+                f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups.VERIFICATION} '
+                f"FOR EACH STATEMENT EXECUTE FUNCTION {stale}()"
+            )
+        else:
+            cursor.execute(
+                f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups.VERIFICATION} BEGIN SELECT 1; END'
+            )
+    assert stale in rollups.installed(connection)
+    assert rollups.ensure_installed(connection)  # the set differs: reinstalled
+    assert rollups.installed(connection) == rollups.trigger_names(connection.vendor)
+
+
+def test_a_time_zone_other_than_utc_is_refused(settings: Any) -> None:
+    from reviewportal.checks import time_zone_is_utc
+
+    assert time_zone_is_utc() == []
+    settings.TIME_ZONE = "Europe/Paris"
+    errors = time_zone_is_utc()
+    assert [e.id for e in errors] == ["reviewportal.E003"] and errors[0].level == checks.ERROR
+
+
+def test_the_rebuild_command_recounts_what_was_lost(queue: Queue, bulk: Bulk) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    bulk.add(3, start=timezone.now() - HOUR, verdict="NOT_RUN", automated_verdict="NOT_RUN",
+             determination="cannot_determine", flagged=True, reason="no-result")
+    kept = snapshot()
+    models.QueueBacklogCount.objects.all().delete()  # a restore that lost a table, say
+    models.VerificationDayCount.objects.all().delete()
+    out = StringIO()
+    call_command("rebuild_rollups", stdout=out)
+    assert "rollups recomputed" in out.getvalue() and rollups.BACKLOG in out.getvalue()
+    assert snapshot() == kept
