@@ -155,7 +155,8 @@ class Bulk:
             "task_id, cycle, submitted_boundary, body, awaiting_evidence, last_error, evidence_key, "
             + ", ".join(names)
             + ") SELECT gen_random_uuid(), repeat('1', 64), md5(random()::text) || md5(random()::text), "
-            "%s::timestamptz - g * %s * interval '1 microsecond', %s::timestamptz - g * %s * interval '1 microsecond', "
+            "%s::timestamptz - CAST(g AS bigint) * %s * interval '1 microsecond', "
+            "%s::timestamptz - CAST(g AS bigint) * %s * interval '1 microsecond', "
             "%s, 1, '', '{}'::jsonb, false, '', '', "
             + ", ".join(["%s"] * len(names))
             + " FROM generate_series(0, %s) AS g"
