@@ -185,6 +185,7 @@ class _Work:
     content_hash: str = ""  # recomputed (step 2)
     body: dict[str, Any] = field(default_factory=dict)
     failure: Reason | None = None
+    passed: EntryResult | None = None  # its last "ok" result: immutable, so every step that passes reuses it
 
 
 class _Fail(Exception):
@@ -376,7 +377,10 @@ class _Run:
                 if decider is None or rank < decider[0]:
                     decider = (rank, res)
             else:
-                res = EntryResult(seq=work.seq, ok=True, index=work.index)
+                cached = work.passed
+                if cached is None or cached.seq != work.seq:  # step 0 learns the seq
+                    cached = work.passed = EntryResult(seq=work.seq, ok=True, index=work.index)
+                res = cached
             results.append(res)
         if decider is None:
             try:
