@@ -260,9 +260,16 @@ _PG_IDS: Final = "rp_ids"  # the plpgsql variable holding the verification ids w
 
 
 def _pg_refresh_membership(d: _Dialect) -> list[str]:
-    """``_refresh_membership`` for every id in ``rp_ids`` at once."""
+    """``_refresh_membership`` for every id in ``rp_ids`` at once.
+
+    First the verifications' rows are locked (NO KEY UPDATE: what an UPDATE of them takes anyway, and no obstacle to
+    a receipt's foreign key), so two transactions refreshing one verification take turns, and the second reads the
+    member row the first left (each statement of a trigger function reads what is committed when it starts). Without
+    it, a decision and a re-run arriving at once (neither of which updates the verification's row) could both take the
+    same member out of its count, and the second insert of the member would collide with the first."""
     ids = f"ANY({_PG_IDS})"
     return [
+        f"PERFORM 1 FROM {VERIFICATION} WHERE id = {ids} ORDER BY id FOR NO KEY UPDATE",
         f"UPDATE {BACKLOG} c SET n = c.n - x.k FROM (SELECT submitted_hour, due_hour, COUNT(*) AS k FROM {MEMBER} "
         f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour) x "
         "WHERE c.submitted_hour = x.submitted_hour AND c.due_hour = x.due_hour",

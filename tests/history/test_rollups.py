@@ -147,3 +147,62 @@ def test_the_rebuild_command_recounts_what_was_lost(queue: Queue, bulk: Bulk) ->
     call_command("rebuild_rollups", stdout=out)
     assert "rollups recomputed" in out.getvalue() and rollups.BACKLOG in out.getvalue()
     assert snapshot() == kept
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
+    queue: Queue, bulk: Bulk, reviewer: Any
+) -> None:
+    """A request for more evidence and a re-run of the same verification, each in its own transaction at the same
+    moment: neither updates the verification's row, both refresh its membership. Neither may fail, and the rollups
+    must equal a recount afterwards."""
+    import threading
+
+    from django.db import connection as main_connection
+    from django.db import transaction
+
+    from verification.models import ReviewDecision
+    from verification.services.reviews import new_request_key
+
+    items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="UNKNOWN", automated_verdict="UNKNOWN",
+                     determination="cannot_determine", flagged=True, reason="missing-baseline")
+    actor = actor_for_user(reviewer)
+    errors: list[BaseException] = []
+
+    def run(work: Any) -> None:
+        try:
+            for item in items:
+                start.wait(timeout=30)
+                with transaction.atomic():
+                    work(item)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion
+            errors.append(exc)
+            start.abort()
+        finally:
+            main_connection.close()
+
+    def request_more(item: Verification) -> None:
+        ReviewDecision.objects.create(request_key=new_request_key(), verification=item, user=reviewer, actor=actor,
+                                      action="MORE_EVIDENCE", rationale="more, please")
+
+    def re_run(item: Verification) -> None:
+        Verification.objects.create(rubric_hash=item.rubric_hash, submission_hash=item.submission_hash,
+                                    task=item.task, cycle=1, supersedes=item, verdict="UNKNOWN",
+                                    automated_verdict="UNKNOWN", determination="cannot_determine", flagged=True,
+                                    reason="missing-baseline")
+
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=run, args=(w,)) for w in (request_more, re_run)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    kept = snapshot()
+    rollups.rebuild(connection)
+    assert snapshot() == kept
+    # Every original left the queue (superseded and sent back); every re-run is in it.
+    members = set(models.QueueBacklogMember.objects.values_list("verification_id", flat=True))
+    assert not members & {v.pk for v in items}
+    assert len(members) == len(items)
