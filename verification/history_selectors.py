@@ -1060,17 +1060,13 @@ class AbstainShare:
         return self.abstained / self.completed if self.completed else None
 
 
-#: The automated verdicts whose determination is ``cannot_determine`` (SPEC §3): the ABSTAIN path.
-ABSTAIN_VERDICTS: Final = (Verdict.UNKNOWN.value, Verdict.NOT_RUN.value)
-
-
 def abstain_share(*, period: Period) -> AbstainShare:
     """Share of completed automated outcomes that abstained (``cannot_determine``), per day the verification was
     recorded (``created_at``).
 
     Counted on ``automated_verdict`` (the latest run or result as issued), so a person's later decision does not
-    hide the machine's abstain; a still-PENDING outcome is not completed. Read from the daily rollup
-    (``VerificationDayCount``): one query over the period's days.
+    hide the machine's abstain (``rollups.ABSTAIN_VERDICTS``); a still-PENDING outcome is not completed. Read from the
+    daily rollup (``VerificationDayCount``): one query over the period's days.
     """
     rows = VerificationDayCount.objects.filter(_days_of(period)).values_list("day", "completed", "abstained")
     by_day = {day: (completed, abstained) for day, completed, abstained in rows}

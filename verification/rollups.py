@@ -2,14 +2,15 @@
 
 The dashboards aggregate rollup tables (``verification.models``: ``QueueBacklogMember``/``QueueBacklogCount``,
 ``DecisionDayCount``, ``DecisionDelay``, ``VerificationDayCount``, ``FindingDayCount``, ``OpenFindingCount``) instead of
-the records, so a page costs the same with a thousand verifications or a million. The rollups are written by row
+the records, so a page costs the same with a thousand verifications or a million. The rollups are written by
 triggers on the records' tables, in the statement that changes the record, so every writer keeps them right: the
 services, ``bulk_create``, a data migration, raw SQL. ``rebuild`` recomputes them from the records in set-based
 statements (the migration that creates them runs it; ``manage.py rebuild_rollups`` runs it by hand, and the tests
 compare it with what the triggers kept).
 
-What each trigger does, in SQL the same on PostgreSQL (a plpgsql trigger function) and SQLite (a trigger body), but
-for the vendor's date and time functions (``_Dialect``):
+What the triggers do, once per row on SQLite (``TRIGGERS``: row triggers) and once per statement over its transition
+tables on PostgreSQL (``PG_TRIGGERS``, set-based); the shared pieces of SQL differ only in the vendor's date and time
+functions (``_Dialect``):
 
 - a verification inserted or updated in a queue column (verdict, flagged, human_decided, pending_until,
   submitted_at, supersedes): *refresh* its queue membership, and that of the verification it supersedes (a re-run
@@ -24,7 +25,6 @@ for the vendor's date and time functions (``_Dialect``):
   submission; its verification's membership is refreshed ("needs more evidence" takes it out of the queue).
 - a finding: its kind's open count +1. A finding event: ``raised`` and ``closed`` count per day; a finding's first
   ``closed`` event takes one from its kind's open count.
-
 - a verification's ``submitted_at`` changed: its decisions' delays are recomputed. A verification deleted (one
   without receipts or decisions; the others are protected): as if its row changed to nothing.
 
@@ -49,6 +49,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from verification.db_guards import PURGE_FUNCTION
+from verification.kernel.verdicts import Verdict
 
 PREFIX: Final = "reviewportal_rollup_"
 
@@ -69,6 +70,9 @@ ROLLUP_TABLES: Final = (MEMBER, BACKLOG, DECISION_DAY, DELAY, VERIFICATION_DAY, 
 #: The columns whose change can move a verification into or out of the queue.
 QUEUE_COLUMNS: Final = ("verdict", "flagged", "human_decided", "pending_until", "submitted_at", "supersedes_id")
 ABSTAIN_COLUMNS: Final = ("created_at", "automated_verdict")
+#: The automated verdicts whose determination is ``cannot_determine`` (SPEC §3): the ABSTAIN path.
+ABSTAIN_VERDICTS: Final = (Verdict.UNKNOWN.value, Verdict.NOT_RUN.value)
+_PENDING: Final = Verdict.PENDING.value
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,6 @@ class _Dialect:
     hour: Callable[[str], str]  # whole hours since the epoch of a timestamp
     day: Callable[[str], str]  # its UTC calendar day
     seconds_between: Callable[[str, str], str]  # later - earlier, in seconds (a float)
-    changed: Callable[[str], str]  # OLD.<column> differs from NEW.<column>, NULLs included
 
 
 _POSTGRESQL: Final = _Dialect(
@@ -85,7 +88,6 @@ _POSTGRESQL: Final = _Dialect(
     hour=lambda ts: f"CAST(FLOOR(EXTRACT(EPOCH FROM {ts}) / 3600) AS bigint)",
     day=lambda ts: f"CAST(({ts} AT TIME ZONE 'UTC') AS date)",
     seconds_between=lambda later, earlier: f"CAST(EXTRACT(EPOCH FROM ({later} - {earlier})) AS double precision)",
-    changed=lambda column: f"OLD.{column} IS DISTINCT FROM NEW.{column}",
 )
 # SQLite keeps Django's datetimes as UTC text 'YYYY-MM-DD HH:MM:SS[.ffffff]'. Its date functions round fractions of
 # a second (23:59:59.9999995 would be the next day), so the whole seconds and the date are cut out of the text.
@@ -94,7 +96,6 @@ _SQLITE: Final = _Dialect(
     hour=lambda ts: f"(CAST(STRFTIME('%s', SUBSTR({ts}, 1, 19)) AS INTEGER) / 3600)",
     day=lambda ts: f"SUBSTR({ts}, 1, 10)",
     seconds_between=lambda later, earlier: f"((JULIANDAY({later}) - JULIANDAY({earlier})) * 86400.0)",
-    changed=lambda column: f"OLD.{column} IS NOT NEW.{column}",
 )
 
 
@@ -118,7 +119,7 @@ def _queue_member_select(d: _Dialect, where: str) -> str:
         f"CASE WHEN v.flagged THEN 0 ELSE {d.hour('v.pending_until')} END "
         f"FROM {VERIFICATION} v WHERE {where} "
         "AND v.verdict IS NOT NULL AND NOT v.human_decided "
-        "AND (v.flagged OR (v.verdict = 'PENDING' AND v.pending_until IS NOT NULL)) "
+        f"AND (v.flagged OR (v.verdict = '{_PENDING}' AND v.pending_until IS NOT NULL)) "
         f"AND NOT EXISTS (SELECT 1 FROM {VERIFICATION} w WHERE w.supersedes_id = v.id) "
         f"AND NOT EXISTS (SELECT 1 FROM {DECISION} r WHERE r.verification_id = v.id AND r.action = 'MORE_EVIDENCE')"
     )
@@ -139,11 +140,13 @@ def _refresh_membership(d: _Dialect, vid: str) -> list[str]:
 
 
 def _completed(row: str) -> str:
-    return f"(CASE WHEN {row}.automated_verdict IS NOT NULL AND {row}.automated_verdict <> 'PENDING' THEN 1 ELSE 0 END)"
+    verdict = f"{row}.automated_verdict"
+    return f"(CASE WHEN {verdict} IS NOT NULL AND {verdict} <> '{_PENDING}' THEN 1 ELSE 0 END)"
 
 
 def _abstained(row: str) -> str:
-    return f"(CASE WHEN {row}.automated_verdict IN ('UNKNOWN', 'NOT_RUN') THEN 1 ELSE 0 END)"
+    verdicts = ", ".join(f"'{v}'" for v in ABSTAIN_VERDICTS)
+    return f"(CASE WHEN {row}.automated_verdict IN ({verdicts}) THEN 1 ELSE 0 END)"
 
 
 def _count_outcome(d: _Dialect, row: str, sign: int) -> str:
@@ -155,6 +158,9 @@ def _count_outcome(d: _Dialect, row: str, sign: int) -> str:
         f"ON CONFLICT (day) DO UPDATE SET completed = {VERIFICATION_DAY}.completed + excluded.completed, "
         f"abstained = {VERIFICATION_DAY}.abstained + excluded.abstained"
     )
+
+
+# --- SQLite: row triggers ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -419,7 +425,7 @@ def _pg_install_sql() -> list[str]:
 def _sqlite_install_sql() -> list[str]:
     out: list[str] = []
     for trigger in TRIGGERS:
-        when = " OR ".join(_SQLITE.changed(c) for c in trigger.when_changed)
+        when = " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in trigger.when_changed)  # NULLs compared too
         if trigger.event == "DELETE":  # not while the test runner's flush empties the tables (db_guards)
             when = f"NOT {PURGE_FUNCTION}()"
         body = "".join(f"{sql}; " for sql in trigger.body(_SQLITE))

@@ -118,8 +118,9 @@ def _not_held(detail: str) -> ServiceError:
 
 def _lease_upsert(source: str) -> str:
     """The lease's conditional upsert: insert the rows ``source`` gives (a ``VALUES`` list, or a ``SELECT``), or take
-    over a released or run-out lease; change nothing while another reviewer holds it. Parameters after ``source``'s:
-    ``now``. One statement, the same on PostgreSQL and SQLite: its row count is the arbiter of every race."""
+    over a released or run-out lease; change nothing while another reviewer holds it. Its last parameter is ``now``
+    (the run-out test; ``_lease_values`` ends with it). One statement, the same on PostgreSQL and SQLite: its row
+    count is the arbiter of every race."""
     table = connection.ops.quote_name(ReviewLease._meta.db_table)
     return (
         f"INSERT INTO {table} (verification_id, holder_id, claimed_at, expires_at, released_at, end_reason) "  # noqa: S608
@@ -131,22 +132,22 @@ def _lease_upsert(source: str) -> str:
 
 
 def _lease_values(user: Any, now: datetime) -> list[Any]:
-    """(holder, claimed_at, expires_at) of a lease claimed at ``now``, in the database's form."""
+    """The upsert's parameters after the verification: holder, claimed_at and expires_at of a lease claimed at
+    ``now``, then ``now`` for the run-out test; in the database's form."""
     field = ReviewLease._meta.get_field
     return [
         user.pk,
         field("claimed_at").get_db_prep_value(now, connection),
         field("expires_at").get_db_prep_value(now + lease_duration(), connection),
+        field("expires_at").get_db_prep_value(now, connection),
     ]
 
 
 def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
     """Insert the lease, or take over a released or run-out one; False when someone holds it (no row changed)."""
-    prep = ReviewLease._meta.get_field("expires_at").get_db_prep_value
     values = [
         ReviewLease._meta.get_field("verification").get_db_prep_value(verification_pk, connection),
         *_lease_values(user, now),
-        prep(now, connection),
     ]
     with connection.cursor() as cursor:
         cursor.execute(_lease_upsert("VALUES (%s, %s, %s, %s, NULL, '')"), values)
@@ -240,20 +241,19 @@ def _claim_in_one_statement(
     log_sql, log_params = security_log.security_log_insert_sql(
         kind="claim", user=user, source="taken", target_column="verification_id", at=now
     )
-    cast = connection.ops.quote_name
+    quote = connection.ops.quote_name
     holder = f"CAST(%s AS {field('holder').cast_db_type(connection)})"
     stamp = f"CAST(%s AS {field('claimed_at').cast_db_type(connection)})"
     upsert = _lease_upsert(f"SELECT pick.id, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
     sql = (
         f"WITH pick (id) AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
-        f"taken AS ({upsert} RETURNING {cast('verification_id')}), "
+        f"taken AS ({upsert} RETURNING {quote('verification_id')}), "
         f"logged AS ({log_sql}) "
         "SELECT pick.id, EXISTS (SELECT 1 FROM taken) FROM pick"
     )
     params = [
         *_claim_params(pick_params, positions, now),
         *_lease_values(user, now),
-        field("expires_at").get_db_prep_value(now, connection),
         *log_params,
     ]
     with connection.cursor() as cursor:
