@@ -2,7 +2,7 @@
 
 - every ``Reason`` has a one-line plain-language explanation, and codes are unique lowercase kebab-case;
 - every code the SPEC names is registered (a new code in SPEC.md breaks this test until it is added to the registry);
-- every code of the decision sections is asserted by at least one other kernel test;
+- every code the SPEC names is asserted (in an ``assert`` statement) by at least one other test of the suite;
 - no kernel module passes a bare string where a reason is expected.
 """
 
@@ -214,21 +214,61 @@ def reason_attributes(tree: ast.AST) -> Iterator[str]:
             yield node.attr
 
 
-def referenced_by_tests() -> dict[str, set[str]]:
-    refs: dict[str, set[str]] = {}
-    for path in sorted(TESTS_DIR.glob("*.py")):
-        if path.name == Path(__file__).name:
+def asserted_codes(tree: ast.AST) -> set[str]:
+    """The codes an assertion of ``tree`` names: as ``Reason.NAME`` or as the code's own string.
+
+    An assertion is an ``assert`` statement or a call of an ``assert_*`` helper (which asserts on its arguments). A
+    mention elsewhere (a fixture, a comment, a parameter list nobody checks) does not count: a code is asserted only
+    where a failing comparison would break the test.
+    """
+    values = {r.value for r in Reason}
+    found: set[str] = set()
+    for statement in ast.walk(tree):
+        if not (isinstance(statement, ast.Assert) or _is_assert_helper_call(statement)):
             continue
-        for name in reason_attributes(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-            refs.setdefault(name, set()).add(path.name)
+        found |= {Reason[name].value for name in reason_attributes(statement) if name in Reason.__members__}
+        found |= {
+            node.value for node in ast.walk(statement) if isinstance(node, ast.Constant) and node.value in values
+        }
+    return found
+
+
+def _is_assert_helper_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name.startswith("assert_")
+
+
+def asserted_by_tests() -> dict[str, set[str]]:
+    """Every code asserted by a test module of the whole suite (this module aside), with the modules asserting it."""
+    refs: dict[str, set[str]] = {}
+    for path in sorted(TESTS_DIR.parent.rglob("test_*.py")):
+        if path.resolve() == Path(__file__).resolve():
+            continue
+        for code in asserted_codes(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            refs.setdefault(code, set()).add(str(path.relative_to(TESTS_DIR.parent)))
     return refs
 
 
-def test_every_spec_code_is_asserted_by_another_kernel_test(spec: dict[int, str]) -> None:
-    refs = referenced_by_tests()
+def test_the_assertion_scan_counts_asserts_only() -> None:
+    tree = ast.parse(
+        "x = Reason.MISSING_BASELINE\n"
+        "assert result.reason == Reason.STALE_CYCLE\n"
+        "assert body['error']['code'] == 'not-task-owner'\n"
+        "codes = ['revoked-key']\n"
+        "assert_refused(report, Reason.BROKEN_CHAIN, 6, 1)\n"
+        "refused(report, Reason.EMPTY_PROOF)\n"
+    )
+    assert asserted_codes(tree) == {"stale-cycle", "not-task-owner", "broken-chain"}
+
+
+def test_every_spec_code_is_asserted_by_another_test(spec: dict[int, str]) -> None:
+    refs = asserted_by_tests()
     codes = decision_codes(spec) | other_codes(spec)
-    unasserted = sorted(c for c in codes if is_registered(c) and Reason(c).name not in refs)
-    assert unasserted == [], f"no kernel test (besides this one) asserts these codes: {unasserted}"
+    unasserted = sorted(c for c in codes if is_registered(c) and c not in refs)
+    assert unasserted == [], f"no test (besides this one) asserts these codes in an assert statement: {unasserted}"
 
 
 def test_every_reason_reference_in_kernel_and_tests_names_a_member() -> None:

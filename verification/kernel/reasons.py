@@ -26,6 +26,9 @@ class Reason(StrEnum):
     # --- subjects and contracts (§1) -------------------------------------------------------------
     NO_ACCEPTED_CONTRACT = "no-accepted-contract"
     SELF_CONTRACT_ACCEPTANCE = "self-contract-acceptance"
+    CONTRACT_ALREADY_ACCEPTED = "contract-already-accepted"
+    NOT_TASK_OWNER = "not-task-owner"
+    NOT_A_WORKER_OF_THIS_CYCLE = "not-a-worker-of-this-cycle"
     MISSING_BASELINE = "missing-baseline"
     INVALID_BASELINE_TOKEN = "invalid-baseline-token"
     BASELINE_NOT_INDEPENDENT = "baseline-not-independent"
@@ -65,6 +68,7 @@ class Reason(StrEnum):
     UNSUPPORTED_OBSERVABLE = "unsupported-observable"
     MALFORMED_EXPRESSION = "malformed-expression"
     EVIDENCE_PRESENT_DECLINED = "evidence-present-declined"
+    CLAIM_CONTRADICTED = "claim-contradicted"
     UNDECIDABLE_KIND = "undecidable-kind"
     VACUOUS_PREDICATE = "vacuous-predicate"
     CHANGE_MANIFEST_NOT_INDEPENDENTLY_OBSERVED = "change-manifest-not-independently-observed"
@@ -100,6 +104,7 @@ class Reason(StrEnum):
     MALFORMED_CHECKPOINT = "malformed-checkpoint"
     RECEIPT_MISSING = "receipt-missing"
     KEY_STATE_MISMATCH = "key-state-mismatch"
+    KEY_NOT_IN_PIN_JOURNAL = "key-not-in-pin-journal"
 
     # --- strict JSON and canonical bytes (§7) ----------------------------------------------------
     INVALID_JSON = "invalid-json"
@@ -173,7 +178,10 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.NO_RESULT: "No result arrived for this check and it has no deadline to wait for.",
     Reason.RESULT_AWAITED: "The result of this check has not arrived yet; it is pending until its deadline.",
     Reason.NO_ACCEPTED_CONTRACT: "The task's current cycle has no accepted contract, so nothing can be judged.",
-    Reason.SELF_CONTRACT_ACCEPTANCE: "An actor who claimed the task cannot accept the contract for its own attempt.",
+    Reason.SELF_CONTRACT_ACCEPTANCE: "A worker of the cycle cannot accept its contract, and the acceptor cannot become a worker of it.",
+    Reason.CONTRACT_ALREADY_ACCEPTED: "This cycle already has an accepted contract; reopen the task to judge it by another rubric.",
+    Reason.NOT_TASK_OWNER: "Only the task's owner (or a portal admin, or a contract owner for contracts) may do this.",
+    Reason.NOT_A_WORKER_OF_THIS_CYCLE: "Only the verification's submitter or a worker of its cycle may add evidence to it.",
     Reason.MISSING_BASELINE: "No authoritative baseline captured before the work started exists for this artifact.",
     Reason.INVALID_BASELINE_TOKEN: "The baseline's correlation token was not minted by the capture step.",
     Reason.BASELINE_NOT_INDEPENDENT: "The baseline's reporter is the producer, in its boundary, or not a collector.",
@@ -206,6 +214,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.OBLIGATION_NOT_FALSIFIABLE: "The obligation could never fail, so passing it would mean nothing.",
     Reason.UNSUPPORTED_OBSERVABLE: "The observable is not decidable at this tier; only evidence.content-digest is.",
     Reason.MALFORMED_EXPRESSION: "The expression is not of the form (= <symbol> \"sha256:<64 lowercase hex>\").",
+    Reason.CLAIM_CONTRADICTED: "A decidable claim in the submission evaluated to a failure, so a person must look.",
     Reason.EVIDENCE_PRESENT_DECLINED: "evidence.present is declined: the absence of cited evidence is not falsehood.",
     Reason.UNDECIDABLE_KIND: "This kind of criterion cannot be decided by a deterministic witness.",
     Reason.VACUOUS_PREDICATE: "The predicate holds whatever the evidence says.",
@@ -236,6 +245,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.CHECKPOINT_INCONSISTENT: "The receipts are no longer an append-only extension of the tree in the last signed checkpoint.",
     Reason.MALFORMED_CHECKPOINT: "A line of the checkpoint log is not a well-formed tree head signed by a pinned portal key.",
     Reason.RECEIPT_MISSING: "A receipt that the audit's Merkle tree holds is gone from the database.",
+    Reason.KEY_NOT_IN_PIN_JOURNAL: "The database lists a key that the pin journal outside it does not: it is never trusted.",
     Reason.KEY_STATE_MISMATCH: "A signing key's recorded state disagrees with the pin log (revoked in one, not in the other).",
     Reason.INVALID_JSON: "The bytes are not valid JSON.",
     Reason.DUPLICATE_KEY: "A JSON object repeats a key.",
