@@ -25,8 +25,7 @@ from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.contracts import ContractAcceptance as KernelAcceptance
 from verification.kernel.contracts import current_contract
 from verification.kernel.criteria import CriterionKind, RegisteredRubric, register_rubric
-from verification.kernel.determination import CriterionResult, Outcome, Status, roll_up
-from verification.kernel.errors import KernelError
+from verification.kernel.determination import CriterionResult, Determination, Outcome, Status, roll_up
 from verification.kernel.evaluation import integrity_from_payload, read_outcome
 from verification.kernel.keys import PublicKey
 from verification.kernel.reasons import Reason, explain
@@ -50,6 +49,7 @@ from verification.models import (
     TaskCycle,
     Verification,
 )
+from verification.read_state import read_q
 
 logger = logging.getLogger(__name__)
 
@@ -148,27 +148,13 @@ def pinned_key(entry: PinEntry) -> PublicKey:
 def trusted_keys(purpose: str) -> Mapping[str, TrustedKey]:
     """The trust root for ``purpose`` (``proof-signing`` or ``evidence-source``), with revocation state.
 
-    A key pinned only for the other purpose is absent (so verification says ``unknown-key``); a pinned key that
-    was revoked is present with ``revoked=True`` (so verification says ``revoked-key``).
+    The one answer is ``verification.trust.trusted_keys``: the pin journal outside the database and the portal's
+    own private key material; the pin log above is only its cache (SPEC §8). A key pinned only for the other
+    purpose is absent (``unknown-key``); a pinned key that was revoked is present with ``revoked=True``.
     """
-    wanted = PinPurpose(purpose)
-    state = pin_state()
-    trusted: dict[str, TrustedKey] = {}
-    for (key_id, entry_purpose), entry in state.pinned.items():
-        if entry_purpose != wanted:
-            continue
-        try:
-            key = pinned_key(entry)
-        except KernelError as exc:
-            # Only a direct write to the database can store a key the pin service refuses: never trust it (fail
-            # closed, so proofs signed by it say unknown-key) and leave it to the audit, which reports it as tamper.
-            logger.warning("pin entry %s holds a refused key (%s); not trusted", entry.pk, exc.reason.value)
-            continue
-        if key.key_id != key_id:
-            logger.warning("pin entry %s names %s but holds %s; not trusted", entry.pk, key_id, key.key_id)
-            continue
-        trusted[key_id] = TrustedKey(key, revoked=state.is_revoked(key_id))
-    return trusted
+    from verification import trust
+
+    return trust.trusted_keys(str(PinPurpose(purpose)))
 
 
 def pin_log() -> QuerySet[PinEntry]:
@@ -184,32 +170,36 @@ def active_signing_key() -> SigningKey | None:
 
 
 def published_keys() -> QuerySet[SigningKey]:
-    """The keys served in the JWKS: active and retired, never revoked (SPEC §8)."""
+    """The key rows served in the JWKS: active and retired keys the trust root knows, never revoked (SPEC §8)."""
+    from verification import trust
+
     return SigningKey.objects.filter(
-        status__in=[SigningKey.Status.ACTIVE, SigningKey.Status.RETIRED]
+        status__in=[SigningKey.Status.ACTIVE, SigningKey.Status.RETIRED],
+        key_id__in=[key.key_id for key in trust.published_keys()],
     ).order_by("created_at", "key_id")
 
 
 def revoked_keys() -> QuerySet[SigningKey]:
-    """The portal's revoked keys, listed with time and reason at revoked.json (SPEC §8)."""
+    """The portal's revoked key rows (revoked.json itself comes from the trust root: ``revoked_document``)."""
     return SigningKey.objects.filter(status=SigningKey.Status.REVOKED).order_by("revoked_at", "key_id")
 
 
 def jwks_document() -> dict[str, list[dict[str, str]]]:
-    """``{"keys": [jwk, ...]}`` of the published keys: public members only."""
-    return {"keys": [row.public.to_jwk() for row in published_keys()]}
+    """``{"keys": [jwk, ...]}`` of the portal's keys in the trust root (the pin journal and the private key
+    material outside the database), never one that only the database lists: public members only."""
+    from verification import trust
+
+    return {"keys": [key.to_jwk() for key in trust.published_keys()]}
 
 
 def revoked_document() -> dict[str, list[dict[str, str]]]:
-    """``{"revoked": [{"kid", "revoked_at", "reason"}, ...]}``."""
+    """``{"revoked": [{"kid", "revoked_at", "reason"}, ...]}`` of the portal's keys the pin journal revoked."""
+    from verification import trust
+
     return {
         "revoked": [
-            {
-                "kid": row.key_id,
-                "revoked_at": format_created_at(row.revoked_at) if row.revoked_at else "",
-                "reason": row.revoked_reason,
-            }
-            for row in revoked_keys()
+            {"kid": k.key.key_id, "revoked_at": k.revoked_at or "", "reason": k.revoked_reason}
+            for k in trust.revoked_own_keys()
         ]
     }
 
@@ -495,7 +485,7 @@ def _bad_filter(detail: str) -> ServiceError:
 
 def _status_filter(queryset: QuerySet[Verification], status: str, now: datetime) -> QuerySet[Verification]:
     has_receipt = Exists(Receipt.objects.filter(verification=OuterRef("pk")))
-    pending = Q(verdict=Verdict.PENDING.value, pending_until__gt=now)
+    pending = read_q(now, verdict=Verdict.PENDING.value)
     queryset = queryset.annotate(_has_receipt=has_receipt)
     if status == Status.QUEUED:
         return queryset.filter(_has_receipt=False, failed_at__isnull=True, attempts=0)
@@ -539,7 +529,8 @@ def verification_list(
 
     Filters (all optional, exact match): ``task``, ``cycle``, ``status`` (derived: queued, running, succeeded,
     failed), ``determination``, ``verdict``, ``flagged`` (true/false), ``submitted_by`` (actor name),
-    ``rubric_hash``. Determination and verdict filter the head as issued. ``invalid-request`` for an unknown
+    ``rubric_hash``. Determination, verdict and flagged filter the head as read at ``now`` (``read_state``,
+    the same derivation as ``verification_view``). ``invalid-request`` for an unknown
     filter, a bad value or a foreign cursor. Every authenticated reader sees every verification: the portal's
     record is shared (``actor`` is accepted for a later per-tenant rule).
     """
@@ -565,7 +556,13 @@ def verification_list(
         elif name == "flagged":
             if value not in ("true", "false"):
                 raise _bad_filter("flagged is true or false")
-            queryset = queryset.filter(flagged=value == "true")
+            queryset = queryset.filter(read_q(now or timezone.now(), flagged=value == "true"))
+        elif name in ("verdict", "determination"):
+            allowed = [v.value for v in (Verdict if name == "verdict" else Determination)]
+            if value not in allowed:
+                raise _bad_filter(f"{name} is one of {', '.join(allowed)}")
+            # SPEC §3: the state as read at this moment (PENDING past its deadline reads as its expiry verdict).
+            queryset = queryset.filter(read_q(now or timezone.now(), **{name: value}))
         elif name == "submitted_by":
             queryset = queryset.filter(submitted_by__name=value)
         else:

@@ -133,8 +133,9 @@ def chain(signing_key: Any, make_verification: Callable[..., Any]) -> tuple[Any,
 
 
 @pytest.fixture
-def key_admin(db: None, django_user_model: Any) -> Any:
-    """A member of the admin role (reviewportal/roles.py), who may change the pin log."""
+def key_admin(db: None, django_user_model: Any, signing_key: Any) -> Any:
+    """A member of the admin role (reviewportal/roles.py), who may change the pin log (the portal's key exists:
+    every pin-log change is signed into the pin journal by it)."""
     from django.contrib.auth.models import Group
 
     user = django_user_model.objects.create_user(username="ada", password="correct horse battery staple")

@@ -105,6 +105,8 @@ class Reason(StrEnum):
     RECEIPT_MISSING = "receipt-missing"
     KEY_STATE_MISMATCH = "key-state-mismatch"
     KEY_NOT_IN_PIN_JOURNAL = "key-not-in-pin-journal"
+    PIN_JOURNAL_INVALID = "pin-journal-invalid"
+    CACHED_STATE_MISMATCH = "cached-state-mismatch"
 
     # --- strict JSON and canonical bytes (§7) ----------------------------------------------------
     INVALID_JSON = "invalid-json"
@@ -138,6 +140,7 @@ class Reason(StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported-media-type"
     METHOD_NOT_ALLOWED = "method-not-allowed"
     INTERNAL_ERROR = "internal-error"
+    SERVICE_UNAVAILABLE = "service-unavailable"
     # --- records and services (issue 4 §1, §2) -------------------------------------------------------
     IDEMPOTENCY_CONFLICT = "idempotency-conflict"
     ACTOR_NAME_TAKEN = "actor-name-taken"
@@ -246,6 +249,8 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.MALFORMED_CHECKPOINT: "A line of the checkpoint log is not a well-formed tree head signed by a pinned portal key.",
     Reason.RECEIPT_MISSING: "A receipt that the audit's Merkle tree holds is gone from the database.",
     Reason.KEY_NOT_IN_PIN_JOURNAL: "The database lists a key that the pin journal outside it does not: it is never trusted.",
+    Reason.PIN_JOURNAL_INVALID: "The pin journal outside the database does not verify: only the portal's own key is trusted.",
+    Reason.CACHED_STATE_MISMATCH: "A verification's cached columns disagree with the signed receipts they derive from.",
     Reason.KEY_STATE_MISMATCH: "A signing key's recorded state disagrees with the pin log (revoked in one, not in the other).",
     Reason.INVALID_JSON: "The bytes are not valid JSON.",
     Reason.DUPLICATE_KEY: "A JSON object repeats a key.",
@@ -275,6 +280,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.UNSUPPORTED_MEDIA_TYPE: "The request body must be sent as application/json.",
     Reason.METHOD_NOT_ALLOWED: "This endpoint does not accept that HTTP method.",
     Reason.INTERNAL_ERROR: "The server failed unexpectedly; the failure was logged.",
+    Reason.SERVICE_UNAVAILABLE: "The database or the message broker is unavailable for a moment; send the same request again (same Idempotency-Key) after Retry-After seconds.",
     Reason.IDEMPOTENCY_CONFLICT: "This Idempotency-Key was already used by this actor for a different request body.",
     Reason.ACTOR_NAME_TAKEN: "Another actor already has this name.",
     Reason.UNKNOWN_SCOPE: "A token scope that does not exist was requested.",

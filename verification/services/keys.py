@@ -15,8 +15,9 @@ from typing import Any, Final
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from verification import signing
+from verification import signing, trust
 from verification.kernel.canonical import canonical_text
+from verification.kernel.chain import format_created_at
 from verification.kernel.errors import KeyRefused
 from verification.kernel.keys import PrivateKey, PublicKey, fingerprint_matches
 from verification.kernel.reasons import Reason
@@ -92,7 +93,26 @@ def _append(
         reason=reason,
     )
     entry.save()
+    _journal(
+        {
+            "action": str(action),
+            "key_id": key.key_id,
+            "jwk": key.to_jwk(),
+            **({"purpose": str(purpose)} if purpose is not None else {}),
+            "at": format_created_at(entry.created_at),
+            "by": actor_label,
+            "channel": channel,
+            "note": note,
+            **({"reason": reason} if action == PinAction.REVOKE else {}),
+        }
+    )
     return entry
+
+
+def _journal(event: dict[str, Any], *, signer: PrivateKey | None = None) -> None:
+    """Append the event to the pin journal outside the database (SPEC §8), inside the caller's transaction: when
+    the journal cannot be written (no portal key, a journal that does not verify) the database write rolls back."""
+    trust.journal_append(event, signer=signer)
 
 
 # --- the pin log -----------------------------------------------------------------------------------------------------
@@ -223,8 +243,10 @@ def key_revoke(
 # --- the portal's own signing keys -------------------------------------------------------------------------------
 
 
-def _register_active(key: PublicKey, *, actor_label: str, channel: str, now: datetime) -> SigningKey:
-    """Insert the active ``SigningKey`` row and pin it for proof-signing (inside the caller's transaction)."""
+def _register_active(private: PrivateKey, *, actor_label: str, channel: str, now: datetime) -> SigningKey:
+    """Insert the active ``SigningKey`` row and pin it for proof-signing (inside the caller's transaction); the pin
+    journal records the new key with a line it signs itself (proof of possession), then the pin."""
+    key = private.public_key
     row = SigningKey(
         key_id=key.key_id,
         public_key=key.raw,
@@ -233,6 +255,18 @@ def _register_active(key: PublicKey, *, actor_label: str, channel: str, now: dat
         created_at=now,
     )
     row.save(force_insert=True)
+    _journal(
+        {
+            "action": "own-key",
+            "key_id": key.key_id,
+            "jwk": key.to_jwk(),
+            "status": "active",
+            "at": format_created_at(now),
+            "by": actor_label,
+            "channel": channel,
+        },
+        signer=private,
+    )
     _append(
         action=PinAction.PIN,
         purpose=PinPurpose.PROOF_SIGNING,
@@ -282,7 +316,7 @@ def signing_key_create() -> tuple[SigningKey, bool]:
         try:
             with transaction.atomic():
                 row = _register_active(
-                    key.public_key, actor_label=SYSTEM_CREATE, channel=CHANNEL_CREATE, now=timezone.now()
+                    key, actor_label=SYSTEM_CREATE, channel=CHANNEL_CREATE, now=timezone.now()
                 )
         except (IntegrityError, OperationalError) as exc:
             if written is not None:
@@ -326,7 +360,11 @@ def signing_key_rotate() -> tuple[SigningKey | None, SigningKey]:
                 old.save(update_fields=["status", "retired_at"])
                 retired_id = old.key_id
                 transaction.on_commit(lambda: signing.discard_private_key_file(retired_id))
-            new = _register_active(key.public_key, actor_label=SYSTEM_ROTATE, channel=CHANNEL_ROTATE, now=now)
+            if old is not None and not trust.journal_exists():
+                raise SigningKeyUnavailable(
+                    "the pin journal does not exist yet: run 'manage.py seal_pin_journal' once before rotating"
+                )
+            new = _register_active(key, actor_label=SYSTEM_ROTATE, channel=CHANNEL_ROTATE, now=now)
     except BaseException:
         if written is not None:
             written.unlink(missing_ok=True)
