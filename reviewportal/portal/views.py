@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,6 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from reviewportal.portal import loop
 from reviewportal.portal.access import can_decide, reader_required, reviewer_required
 from verification import review_selectors
 from verification.errors import ServiceError
@@ -108,6 +110,8 @@ def queue(request: HttpRequest) -> HttpResponse:
         "reason_options": sorted({code for code, _ in page.counts} | ({filters["reason"]} - {""})),
         "authorities": review_selectors.AUTHORITIES,
         "ages": AGE_FILTERS,
+        "progress": _progress(request, page.total),
+        "awaiting": review_selectors.awaiting_evidence_items(limit=20) if not page.rows and not query else [],
     }
     htmx = getattr(request, "htmx", None)
     if htmx and not htmx.history_restore_request:
@@ -115,15 +119,43 @@ def queue(request: HttpRequest) -> HttpResponse:
     return render(request, "portal/queue.html", context)
 
 
+def _progress(request: HttpRequest, left: int | None = None) -> dict[str, Any]:
+    """The review loop's progress line: decided in this session, left in the queue, the last one decided."""
+    if left is None:
+        left = sum(n for _, n in review_selectors.queue_counts(now=timezone.now()))
+    last = loop.last_decided(request)
+    return {
+        "decided": loop.decided(request),
+        "left": left,
+        "last": verification_get(last) if last else None,
+        "skipped": len(loop.skipped(request)),
+    }
+
+
+def _open_next(request: HttpRequest) -> HttpResponse:
+    """Claim the next item this reviewer may decide (not one they skipped this session) and open it; or the queue's
+    empty state, which lists what is awaiting evidence."""
+    try:
+        claimed = reviews.review_claim_next_id(user=request.user, skip=loop.skipped(request))
+    except KernelError as exc:
+        refusal = _refusal(exc)
+        messages.error(request, f"{refusal['text']} {refusal['detail']}".strip())
+        return redirect("portal:queue")
+    if claimed is None:
+        messages.info(
+            request,
+            "Nothing left for you to claim: every queue item is decided, held by another reviewer, "
+            "skipped by you, or one you may not decide.",
+        )
+        return redirect("portal:queue")
+    return redirect("portal:review", verification_id=claimed)
+
+
 @require_POST
 @reviewer_required
 def claim_next(request: HttpRequest) -> HttpResponse:
-    """"Next item": claim the first unclaimed item with a lease and open it."""
-    claimed = reviews.review_claim_next_id(user=request.user)
-    if claimed is None:
-        messages.info(request, "Nothing left to claim: every queue item is decided or held by a reviewer.")
-        return redirect("portal:queue")
-    return redirect("portal:review", verification_id=claimed)
+    """"Next item": claim the first unclaimed item this reviewer may decide, with a lease, and open it."""
+    return _open_next(request)
 
 
 @require_GET
@@ -141,6 +173,10 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
     view = review_selectors.review_view(verification, now=now)
     lease = view.lease
     holds = lease is not None and lease.holder_id == request.user.pk
+    bar = None
+    if can_decide(request.user) and view.in_queue:
+        barred = reviews.review_bar(user=request.user, verification=verification)
+        bar = _refusal(barred) if barred is not None else None
     context = {
         "view": view,
         "verification": verification,
@@ -154,7 +190,15 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
         "form": {"verdict": "", "rationale": "", "cited": []},
         "refusal": None,
         "actions": [(a.value, a.label) for a in ReviewAction],
+        "bar": bar,
+        "max_rationale": reviews.MAX_RATIONALE_CHARS,
+        "max_skip_reason": reviews.MAX_SKIP_REASON_CHARS,
+        "progress": _progress(request) if can_decide(request.user) else None,
+        "skipped": str(verification.pk) in loop.skipped(request),
     }
+    kept = loop.kept_form(request, verification.pk)
+    if kept is not None:
+        context.update(form=kept["form"], refusal=kept["refusal"], request_key=kept["request_key"])
     context.update(extra)
     return context
 
@@ -170,6 +214,11 @@ def review(request: HttpRequest, verification_id: str) -> HttpResponse:
 @reviewer_required
 def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
     verification = _verification_or_404(verification_id)
+    barred = reviews.review_bar(user=request.user, verification=verification)
+    if barred is not None:  # issue 14: never hold an item the reviewer may not decide
+        refusal = _refusal(barred)
+        messages.error(request, f"Not claimed. {refusal['text']} {refusal['detail']}".strip())
+        return redirect("portal:review", verification_id=verification.pk)
     try:
         reviews.review_claim(user=request.user, verification=verification)
     except KernelError as exc:
@@ -182,9 +231,50 @@ def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
 @reviewer_required
 def release(request: HttpRequest, verification_id: str) -> HttpResponse:
     verification = _verification_or_404(verification_id)
+    loop.drop_form(request, verification.pk)
     if reviews.review_release(user=request.user, verification=verification):
         messages.info(request, "Released: the item is back in the queue for others.")
     return redirect("portal:queue")
+
+
+@require_POST
+@reviewer_required
+def skip(request: HttpRequest, verification_id: str) -> HttpResponse:
+    """"Skip" (issue 14): release the item if held, record the skip and its optional reason on the security log, keep
+    it out of this reviewer's next claims for the session, and open the next item."""
+    verification = _verification_or_404(verification_id)
+    try:
+        reviews.review_skip(user=request.user, verification=verification, reason=request.POST.get("reason", ""))
+    except KernelError as exc:
+        messages.error(request, f"Not skipped: {_refusal(exc)['detail']}")
+        return redirect("portal:review", verification_id=verification.pk)
+    loop.drop_form(request, verification.pk)
+    loop.skip(request, verification.pk)
+    title = verification.task.title if verification.task else str(verification.pk)
+    messages.info(request, f"Skipped “{title}”: you will not be offered it again in this session.")
+    return _open_next(request)
+
+
+@reader_required
+def _action_page(request: HttpRequest, verification_id: str | None = None) -> HttpResponse:
+    """A reopened or reloaded action URL: the item's page (the queue for "Next item"), never a 405."""
+    if verification_id is None:
+        return redirect("portal:queue")
+    return redirect("portal:review", verification_id=_verification_or_404(verification_id).pk)
+
+
+def post_or_page(view: Any) -> Any:
+    """An action URL (claim, release, skip, decide, next item): POST runs ``view``; a GET (a reload, the back button, a
+    bookmarked address bar) goes to the page the action belongs to instead of the browser's blank 405."""
+
+    def dispatch(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+        if request.method in ("GET", "HEAD"):
+            return _action_page(request, **kwargs)
+        return view(request, **kwargs)
+
+    dispatch.__name__ = dispatch.__qualname__ = getattr(view, "__name__", "action")
+    dispatch.__doc__ = view.__doc__
+    return dispatch
 
 
 @require_POST
@@ -228,18 +318,22 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
             request_key=request_key,
         )
     except KernelError as exc:
-        context = _review_context(request, verification, form=form, refusal=_refusal(exc))
-        if exc.reason is not Reason.INVALID_REQUEST:
-            context["request_key"] = request_key or context["request_key"]  # unused: the same form may try again
-        # Like an invalid form: the page again, with the refusal on it (a 4xx would be a browser console error, and
-        # htmx would not swap it); only a permission refusal is a 403.
-        status = 403 if exc.reason is Reason.PERMISSION_DENIED else 200
-        return render(request, "portal/review.html", context, status=status)
+        if exc.reason is Reason.PERMISSION_DENIED:
+            raise PermissionDenied(exc.detail) from None
+        # Post/Redirect/Get (issue 14): the refused form is kept in the session and the review page (a GET URL)
+        # shows it with the refusal, so reload and back never resubmit or meet a 405. The same request key may try
+        # again (it was not used), unless the key itself was the problem.
+        key = request_key if exc.reason is not Reason.INVALID_REQUEST else reviews.new_request_key()
+        loop.keep_form(request, verification.pk, {"form": form, "refusal": _refusal(exc), "request_key": key})
+        return redirect(reverse("portal:review", kwargs={"verification_id": verification.pk}) + "#refusal")
+    loop.drop_form(request, verification.pk)
+    title = verification.task.title if verification.task else str(verification.pk)
     if decision.action == ReviewAction.MORE_EVIDENCE:
-        messages.success(request, "Sent back for more evidence: it leaves the queue until new evidence is re-run.")
+        messages.success(request, f"Sent “{title}” back for more evidence: it leaves the queue until a re-run.")
     else:
-        messages.success(request, f"Decided {decision.action}: a signed decision receipt supersedes the head.")
-    return redirect(reverse("portal:review", kwargs={"verification_id": verification.pk}) + "#decision")
+        messages.success(request, f"Decided {decision.action} on “{title}”: a signed receipt supersedes the head.")
+    loop.count_decision(request, verification.pk)
+    return _open_next(request)
 
 
 # --- the Content-Security-Policy's report endpoint, and a test-only canary ------------------------------------------

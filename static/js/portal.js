@@ -3,9 +3,12 @@
  * with eval off, so keyboard shortcuts, pausing the queue's polling on a hidden tab and renewing a review lease
  * live here (README: The reviewer queue). Every page works without this file: these are shortcuts only.
  *
- * Keys (not while typing in a field): j/k move through the queue, Enter opens the selected row, c claims the next
- * item, p/f/m choose pass / fail / needs more evidence and focus the rationale, 1-9 tick evidence item n,
- * / focuses the filter, ? shows the cheat-sheet, Escape closes it. In the rationale, Ctrl+Enter submits.
+ * Keys (not while typing in a field): j/k move through the queue, Enter opens the selected row, c claims the item
+ * on screen (or the next one), p/f/m choose pass / fail / needs more evidence, 1-9 tick evidence item n, r focuses
+ * the rationale, s skips the item, / focuses the filter, ? shows the cheat-sheet, Escape closes it. A key never
+ * moves focus into a field it did not name (issue 14: p then 1 ticks evidence, it does not type "1"). In the
+ * rationale, Ctrl+Enter submits; its counter warns past the limit and the form is not sent (the server refuses it
+ * too: never a silent cut).
  */
 (function () {
   "use strict";
@@ -90,10 +93,38 @@
     if (!radio) return false;
     radio.checked = true;
     radio.dispatchEvent(new Event("change", { bubbles: true }));
-    var rationale = document.getElementById("id_rationale");
-    if (rationale) rationale.focus();
     return true;
   }
+
+  function focusField(id) {
+    var field = document.getElementById(id);
+    if (!field) return false;
+    field.focus();
+    return true;
+  }
+
+  // --- the rationale's character counter -------------------------------------------------------------------------
+  function rationaleOver(field) {
+    var max = Number(field.getAttribute("data-max-chars")) || 0;
+    return max > 0 && field.value.length > max;
+  }
+
+  function updateCounter(field) {
+    var counter = document.querySelector("[data-char-count]");
+    if (!counter) return;
+    var max = Number(field.getAttribute("data-max-chars")) || 0;
+    var over = rationaleOver(field);
+    counter.textContent =
+      field.value.length + " / " + max + " characters" +
+      (over ? " — " + (field.value.length - max) + " too many: shorten it to record the decision" : "");
+    counter.classList.toggle("over", over);
+    field.setCustomValidity(over ? "At most " + max + " characters." : "");
+  }
+
+  document.addEventListener("input", function (event) {
+    var target = event.target;
+    if (target && target.hasAttribute && target.hasAttribute("data-max-chars")) updateCounter(target);
+  });
 
   function tickEvidence(n) {
     var boxes = document.querySelectorAll('input[name="cited_evidence"]');
@@ -144,7 +175,13 @@
         handled = openSelected();
         break;
       case "c":
-        handled = clickIfPresent("[data-claim-next]");
+        handled = clickIfPresent("[data-claim-this]") || clickIfPresent("[data-claim-next]");
+        break;
+      case "s":
+        handled = clickIfPresent("[data-skip]");
+        break;
+      case "r":
+        handled = focusField("id_rationale");
         break;
       case "p":
         handled = choose("PASS");
@@ -246,6 +283,8 @@
   function ready() {
     root.setAttribute("data-portal-js", "ready");
     startLeaseRenewal();
+    var rationale = document.querySelector("[data-max-chars]");
+    if (rationale) updateCounter(rationale);
     var first = rows();
     if (first.length && document.querySelector("[data-queue-autoselect]")) select(0);
   }

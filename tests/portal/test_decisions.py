@@ -374,15 +374,16 @@ def _client(user: Any) -> Client:
 
 def test_the_decide_page_shows_a_refusal_in_plain_words(queue: Queue, reviewer: Any) -> None:
     verification = queue.self_review_trap(reviewer)
+    review_claim(user=reviewer, verification=verification)  # through the service: the page no longer offers it
     client = _client(reviewer)
-    client.post(f"/review/{verification.pk}/claim")
     response = client.post(
         f"/review/{verification.pk}/decide",
         {"verdict": "PASS", "rationale": "fine", "cited_evidence": queue.evidence_ids(verification),
          "request_key": new_request_key()},
     )
-    assert response.status_code == 200  # the page again, with the refusal on it
-    html = response.content.decode()
+    # Post/Redirect/Get (issue 14): the refusal is shown on the review page, a GET URL
+    assert response.status_code == 302 and response["Location"] == f"/review/{verification.pk}/#refusal"
+    html = client.get(f"/review/{verification.pk}/").content.decode()
     assert "worker-self-verification" in html
     assert "The verifier claimed the task in this cycle" in html or "claimed the task" in html
     assert 'role="alert"' in html
@@ -398,9 +399,12 @@ def test_posting_the_same_form_twice_through_the_page_records_one_decision(queue
     first = client.post(f"/review/{verification.pk}/decide", form)
     second = client.post(f"/review/{verification.pk}/decide", form)
     assert first.status_code == second.status_code == 302
-    assert first["Location"] == second["Location"] == f"/review/{verification.pk}/#decision"
+    # issue 14: after a decision the next item opens; with none left, the queue's empty state
+    assert first["Location"] == second["Location"] == "/queue/"
     assert ReviewDecision.objects.filter(verification=verification).count() == 1
-    page = client.get(first["Location"]).content.decode()
+    queue_page = client.get(first["Location"]).content.decode()
+    assert "1</strong> decided this session" in queue_page  # the replayed form is not counted twice
+    page = client.get(f"/review/{verification.pk}/").content.decode()
     head = head_of(verification)
     assert head is not None and head.kind == "decision"
     assert f"data-decision-receipt>{head.content_hash}<" in page

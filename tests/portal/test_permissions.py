@@ -22,8 +22,8 @@ pytestmark = pytest.mark.django_db
 ROLES = ("anonymous", "nobody", "reviewer", "manager", "admin")
 
 # (url name, method, expected status per role). For POSTs a reviewer and an admin get what the action gives them:
-# a redirect after claiming/releasing; deciding an item they do not hold shows the page again with the refusal
-# (200, like an invalid form); renewing one answers 409 (JSON, for portal.js).
+# a redirect after claiming/releasing/skipping; deciding an item they do not hold redirects to the review page, which
+# shows the refusal (Post/Redirect/Get, issue 14); renewing one answers 409 (JSON, for portal.js).
 MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("queue", "GET", {"anonymous": 302, "nobody": 403, "reviewer": 200, "manager": 200, "admin": 200}),
     ("awaiting", "GET", {"anonymous": 302, "nobody": 403, "reviewer": 200, "manager": 200, "admin": 200}),
@@ -32,7 +32,8 @@ MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("claim", "POST", {"anonymous": 302, "nobody": 403, "reviewer": 302, "manager": 403, "admin": 302}),
     ("release", "POST", {"anonymous": 302, "nobody": 403, "reviewer": 302, "manager": 403, "admin": 302}),
     ("renew", "POST", {"anonymous": 302, "nobody": 403, "reviewer": 409, "manager": 403, "admin": 409}),
-    ("decide", "POST", {"anonymous": 302, "nobody": 403, "reviewer": 200, "manager": 403, "admin": 200}),
+    ("decide", "POST", {"anonymous": 302, "nobody": 403, "reviewer": 302, "manager": 403, "admin": 302}),
+    ("skip", "POST", {"anonymous": 302, "nobody": 403, "reviewer": 302, "manager": 403, "admin": 302}),
     ("csp-report", "POST", {"anonymous": 204, "nobody": 204, "reviewer": 204, "manager": 204, "admin": 204}),
 ]
 #: Routed only under settings.TESTING (the browser test's CSP canary): anyone may load it.
@@ -42,7 +43,7 @@ TEST_ONLY = {"csp-canary"}
 def _url(name: str, verification_id: Any) -> str:
     from django.urls import reverse
 
-    if name in ("review", "claim", "release", "renew", "decide"):
+    if name in ("review", "claim", "release", "renew", "decide", "skip"):
         return reverse(f"portal:{name}", kwargs={"verification_id": verification_id})
     return reverse(f"portal:{name}")
 
@@ -87,10 +88,23 @@ def test_the_matrix(
         assert not Receipt.objects.filter(kind="decision").exists()
 
 
-@pytest.mark.parametrize("name", ["claim-next", "claim", "release", "renew", "decide", "csp-report"])
-def test_actions_are_post_only(queue: Queue, clients: dict[str, Client], name: str) -> None:
+@pytest.mark.parametrize("name", ["renew", "csp-report"])
+def test_machine_endpoints_are_post_only(queue: Queue, clients: dict[str, Client], name: str) -> None:
     verification = queue.unknown()
     assert clients["reviewer"].get(_url(name, verification.pk)).status_code == 405
+
+
+@pytest.mark.parametrize("name", ["claim-next", "claim", "release", "decide", "skip"])
+@pytest.mark.parametrize("role", ["reviewer", "manager"])
+def test_reopening_an_action_url_goes_to_its_page_and_does_nothing(
+    queue: Queue, clients: dict[str, Client], name: str, role: str
+) -> None:
+    """issue 14: a reload or the back button on a POST-only address is the page it belongs to, never a 405."""
+    verification = queue.unknown()
+    response = clients[role].get(_url(name, verification.pk))
+    page = "/queue/" if name == "claim-next" else f"/review/{verification.pk}/"
+    assert response.status_code == 302 and response["Location"] == page
+    assert not ReviewLease.objects.exists() and not ReviewDecision.objects.exists()
 
 
 def test_pages_are_get_only(queue: Queue, clients: dict[str, Client]) -> None:
@@ -103,7 +117,7 @@ def test_every_post_needs_csrf(queue: Queue, reviewer: Any) -> None:
     verification = queue.unknown()
     client = Client(enforce_csrf_checks=True)
     client.force_login(reviewer)
-    for name in ("claim-next", "claim", "release", "renew", "decide"):
+    for name in ("claim-next", "claim", "release", "renew", "decide", "skip"):
         assert client.post(_url(name, verification.pk)).status_code == 403, name
     assert not ReviewLease.objects.exists()
 

@@ -78,6 +78,9 @@ MAX_CITED: Final = 64
 END_DECIDED: Final = "decided"
 END_RELEASED: Final = "released"
 END_EVIDENCE_REQUESTED: Final = "evidence-requested"
+END_SKIPPED: Final = "skipped"
+#: The longest skip reason kept on the security log.
+MAX_SKIP_REASON_CHARS: Final = 500
 
 
 def new_request_key() -> str:
@@ -160,8 +163,10 @@ _CLAIM_SQL: dict[tuple[str, str], tuple[str, tuple[Any, ...], tuple[int, ...]] |
 _PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
 
 
-def _claim_queryset(now: datetime) -> Any:
+def _claim_queryset(now: datetime, exclude: frozenset[Any] = frozenset()) -> Any:
     candidates = claimable(now=now)
+    if exclude:
+        candidates = candidates.exclude(pk__in=sorted(exclude, key=str))
     if connection.features.has_select_for_update_skip_locked:
         # PostgreSQL: lock the candidate row, skipping rows other claimers (or a decision) hold right now.
         candidates = candidates.select_for_update(skip_locked=True, of=("self",))
@@ -202,11 +207,12 @@ def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: date
     return values
 
 
-def _first_claimable(now: datetime) -> Any:
-    """The pk of the first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None."""
-    compiled = _claim_sql()
+def _first_claimable(now: datetime, exclude: frozenset[Any] = frozenset()) -> Any:
+    """The pk of the first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None; never
+    one in ``exclude`` (items this reviewer skipped or is barred from: compiled each time, not cached)."""
+    compiled = None if exclude else _claim_sql()
     if compiled is None:
-        return _claim_queryset(now).first()
+        return _claim_queryset(now, exclude).first()
     sql, params, positions = compiled
     with connection.cursor() as cursor:
         cursor.execute(sql, _claim_params(params, positions, now))
@@ -214,12 +220,25 @@ def _first_claimable(now: datetime) -> Any:
     return None if row is None else Verification._meta.pk.to_python(row[0])
 
 
-def _claim_in_steps(user: Any, now: datetime) -> tuple[Any, bool]:
-    """One attempt, statement by statement in one transaction: (the candidate or None, whether this claim took it)."""
+class _Barred(Exception):
+    """Raised inside a claim attempt's transaction when the rails bar the reviewer from the candidate: rolls back."""
+
+    def __init__(self, pk: Any) -> None:
+        super().__init__(pk)
+        self.pk = pk
+
+
+def _claim_in_steps(
+    user: Any, now: datetime, exclude: frozenset[Any], barred: Any
+) -> tuple[Any, bool]:
+    """One attempt, statement by statement in one transaction: (the candidate or None, whether this claim took it).
+    The rails run on the candidate (locked) before the lease is written; a barred one raises ``_Barred``."""
     with transaction.atomic():
-        pk = _first_claimable(now)
+        pk = _first_claimable(now, exclude)
         if pk is None:
             return None, False
+        if barred(pk):
+            raise _Barred(pk)
         if not _take_lease(pk, user, now):
             return pk, False
         # issue 7 §4; in this transaction: no claim without its entry, no entry without its claim.
@@ -264,18 +283,53 @@ def _claim_in_one_statement(
     return Verification._meta.pk.to_python(row[0]), bool(row[1])
 
 
-def _claim_attempt(user: Any, now: datetime) -> tuple[Any, bool]:
-    """One attempt at the first claimable item: in one statement where the database writes in ``WITH`` (PostgreSQL)
-    and the claim query compiled once, else statement by statement in a transaction."""
-    if connection.vendor == "postgresql":
+def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any], barred: Any) -> tuple[Any, bool]:
+    """One attempt at the first claimable item not in ``exclude``: in one statement where the database writes in
+    ``WITH`` (PostgreSQL) and the claim query compiled once, else statement by statement in a transaction. Either way
+    the rails run for ``user`` before a lease is committed: in the steps before the lease is written; after the one
+    statement inside the same transaction, which a barred candidate rolls back (no lease, no log entry is kept).
+    Raises ``_Barred`` with the candidate the rails bar ``user`` from."""
+    if connection.vendor == "postgresql" and not exclude:
         compiled = _claim_sql()
         if compiled is not None:
-            return _claim_in_one_statement(user, now, compiled)
-    return _claim_in_steps(user, now)
+            with transaction.atomic():
+                pk, taken = _claim_in_one_statement(user, now, compiled)
+                if pk is not None and taken and barred(pk):
+                    raise _Barred(pk)
+                return pk, taken
+    return _claim_in_steps(user, now, exclude, barred)
 
 
-def review_claim_next_id(*, user: Any, now: datetime | None = None) -> Any:
+def review_bar(*, user: Any, verification: Verification) -> KernelError | None:
+    """Why ``user`` may not decide ``verification`` (read before any lease or typing), or None.
+
+    ``permission-denied`` for a user who may not decide; then the same rails ``review_decide`` runs (SPEC §9: the
+    approval's cycle, and rails 1-3 with the reviewer's human actor as the verifier). Read-only."""
+    try:
+        _require_reviewer(user)
+    except KernelError as exc:
+        return exc
+    if verification.task_id is None or verification.cycle is None:
+        return None  # not a queue item: nothing to decide, nothing to bar
+    return _rail_refusal(verification, actor_for_user(user))
+
+
+def _barred_check(user: Any) -> Any:
+    actor = actor_for_user(user)
+
+    def barred(pk: Any) -> bool:
+        candidate = Verification.objects.select_related("task").filter(pk=pk).first()
+        return candidate is not None and _rail_refusal(candidate, actor) is not None
+
+    return barred
+
+
+def review_claim_next_id(*, user: Any, now: datetime | None = None, skip: Sequence[Any] = ()) -> Any:
     """Claim the first unclaimed queue item for ``user`` with a lease; its pk, or None when nothing is left to claim.
+
+    Only an item ``user`` may decide is claimed (issue 14): the rails run for ``user`` on each candidate before its
+    lease is committed, and a barred candidate is passed over (others may still claim it). Items in ``skip`` (those
+    the reviewer skipped this session) are passed over too.
 
     A lost race (another claimer committed its lease on the candidate after this statement's snapshot) means that
     claimer made progress; the next attempt's fresh snapshot no longer sees that item. So this keeps trying while the
@@ -285,8 +339,14 @@ def review_claim_next_id(*, user: Any, now: datetime | None = None) -> Any:
     """
     _require_reviewer(user)
     when = _now(now)
+    exclude = frozenset(Verification._meta.pk.to_python(pk) for pk in skip)
+    barred = _barred_check(user)
     for _ in range(CLAIM_ATTEMPTS):
-        pk, taken = _claim_attempt(user, when)
+        try:
+            pk, taken = _claim_attempt(user, when, exclude, barred)
+        except _Barred as refused:
+            exclude = exclude | {refused.pk}
+            continue
         if pk is None:
             return None
         if taken:
@@ -294,9 +354,9 @@ def review_claim_next_id(*, user: Any, now: datetime | None = None) -> Any:
     raise _not_held(f"{CLAIM_ATTEMPTS} items in a row were taken by other reviewers first; try again")
 
 
-def review_claim_next(*, user: Any, now: datetime | None = None) -> Verification | None:
+def review_claim_next(*, user: Any, now: datetime | None = None, skip: Sequence[Any] = ()) -> Verification | None:
     """As ``review_claim_next_id``, returning the claimed verification (with its task) instead of its pk."""
-    pk = review_claim_next_id(user=user, now=now)
+    pk = review_claim_next_id(user=user, now=now, skip=skip)
     return None if pk is None else Verification.objects.select_related("task").get(pk=pk)
 
 
@@ -355,6 +415,25 @@ def review_release(
         security_log.review_lease_recorded(
             kind="release", user=user, verification_id=verification.pk, detail={"end_reason": end_reason}
         )
+    return released
+
+
+@transaction.atomic
+def review_skip(*, user: Any, verification: Verification, reason: str = "", now: datetime | None = None) -> bool:
+    """"Skip": give the item back to the queue (when ``user`` holds it) and record the skip, with its optional reason,
+    on the security log (issue 14). The caller keeps the item out of this reviewer's next claims for the session
+    (``review_claim_next_id(skip=...)``). True when a lease was released."""
+    _require_reviewer(user)
+    text = " ".join(str(reason or "").split())
+    if len(text) > MAX_SKIP_REASON_CHARS:
+        raise ServiceError(Reason.INVALID_REQUEST, f"a skip reason is at most {MAX_SKIP_REASON_CHARS} characters")
+    released = _end_lease(verification.pk, user, _now(now), END_SKIPPED)
+    security_log.review_lease_recorded(
+        kind="release",
+        user=user,
+        verification_id=verification.pk,
+        detail={"end_reason": END_SKIPPED, "skip_reason": text, "held": released},
+    )
     return released
 
 
