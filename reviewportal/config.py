@@ -100,8 +100,8 @@ def read_secret_key(directory: Path, environ: Mapping[str, str] | None = None) -
 _POSTGRES_SCHEMES = frozenset({"postgres", "postgresql", "pgsql"})
 
 
-def database_from_url(url: str) -> dict[str, object]:
-    """Parse DATABASE_URL (PostgreSQL or SQLite only) into a Django DATABASES entry.
+def database_from_url(url: str, variable: str = "DATABASE_URL") -> dict[str, object]:
+    """Parse DATABASE_URL (PostgreSQL or SQLite only; or ``variable``, another URL) into a Django DATABASES entry.
 
     The error never repeats the URL: it may hold a password.
     """
@@ -110,11 +110,11 @@ def database_from_url(url: str) -> dict[str, object]:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme != "sqlite" and scheme not in _POSTGRES_SCHEMES:
         shown = f"unsupported scheme {scheme!r}" if scheme else "not a URL (expected scheme://...)"
-        raise ConfigurationError("DATABASE_URL", f"{shown}; use postgres://user@host:port/name or sqlite:///path")
+        raise ConfigurationError(variable, f"{shown}; use postgres://user@host:port/name or sqlite:///path")
     try:
         parsed: dict[str, object] = dict(dj_database_url.parse(url, conn_health_checks=True))
     except ValueError as exc:  # dj_database_url.ParseError and UnknownSchemeError are ValueErrors
-        raise ConfigurationError("DATABASE_URL", f"cannot be parsed ({type(exc).__name__})") from None
+        raise ConfigurationError(variable, f"cannot be parsed ({type(exc).__name__})") from None
     if not parsed.get("NAME"):
-        raise ConfigurationError("DATABASE_URL", "names no database")
+        raise ConfigurationError(variable, "names no database")
     return parsed

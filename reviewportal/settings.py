@@ -79,6 +79,12 @@ elif env_bool("REVIEWPORTAL_DB_PREPARED_STATEMENTS", default=True):
     # planning them costs more than running them). Django's own queries bind client-side and are never prepared.
     # Set 0 behind a pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    # A database that does not answer fails a connection in seconds (a 503 with Retry-After, a retried run), not
+    # after the operating system's TCP timeout of minutes (docs/deployment.md).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", _env_int("REVIEWPORTAL_DB_CONNECT_TIMEOUT_SECONDS", default=5, minimum=1)
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -316,9 +322,40 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_ENABLE_UTC = True
-# The continuous audit (verification.tasks.audit_chains: it only calls services.audit.audit_run).
-CELERY_BEAT_SCHEDULE = {
-    "audit-chains": {"task": "verification.audit_chains", "schedule": float(REVIEWPORTAL_AUDIT_INTERVAL_SECONDS)},
+# Nothing acknowledged is lost (docs/deployment.md): retries that outlast a database restart, a sweeper that
+# re-enqueues every verification whose message was lost, and a visibility timeout above the longest run plus retries.
+#: Attempt n+1 of a run that hit an operational error waits base * 2**n seconds, jittered down to no less than half
+#: of that: 30-60 s, then 60-120 s with the default (SPEC §3: 3 attempts in all).
+REVIEWPORTAL_RUN_RETRY_BASE_SECONDS = _env_int("REVIEWPORTAL_RUN_RETRY_BASE_SECONDS", default=60, minimum=1)
+#: A run taking longer is killed (and retried as an operational failure).
+REVIEWPORTAL_RUN_TIME_LIMIT_SECONDS = _env_int("REVIEWPORTAL_RUN_TIME_LIMIT_SECONDS", default=120, minimum=5)
+#: The longest wait between two attempts (the last retry's upper bound; 3 attempts = 2 retries).
+_RUN_LONGEST_RETRY_SECONDS = REVIEWPORTAL_RUN_RETRY_BASE_SECONDS * 2
+#: Redis hands an unacknowledged message (its worker died, or holds it for a retry's countdown) to another worker
+#: after this long: above the longest run plus the longest retry wait, so a live worker never loses its message.
+REVIEWPORTAL_BROKER_VISIBILITY_TIMEOUT_SECONDS = _env_int(
+    "REVIEWPORTAL_BROKER_VISIBILITY_TIMEOUT_SECONDS",
+    default=REVIEWPORTAL_RUN_TIME_LIMIT_SECONDS + _RUN_LONGEST_RETRY_SECONDS + 60,
+    minimum=REVIEWPORTAL_RUN_TIME_LIMIT_SECONDS + _RUN_LONGEST_RETRY_SECONDS + 1,
+)
+#: How often Celery beat runs the sweeper (verification.tasks.sweep_verifications).
+REVIEWPORTAL_SWEEP_INTERVAL_SECONDS = _env_int("REVIEWPORTAL_SWEEP_INTERVAL_SECONDS", default=60, minimum=1)
+#: The sweeper re-enqueues a verification without a run receipt, not failed, submitted and last attempted longer ago
+#: than this (its message was lost: a broker without persistence, a publish that failed after commit).
+REVIEWPORTAL_SWEEP_AFTER_SECONDS = _env_int(
+    "REVIEWPORTAL_SWEEP_AFTER_SECONDS", default=REVIEWPORTAL_BROKER_VISIBILITY_TIMEOUT_SECONDS, minimum=1
+)
+#: A verification queued or running longer than this is shown as stuck (admin operations page, /healthz detail).
+REVIEWPORTAL_STUCK_AFTER_SECONDS = _env_int(
+    "REVIEWPORTAL_STUCK_AFTER_SECONDS",
+    default=REVIEWPORTAL_SWEEP_AFTER_SECONDS + 2 * REVIEWPORTAL_SWEEP_INTERVAL_SECONDS,
+    minimum=1,
+)
+#: What a 503 ``service-unavailable`` (database or broker down) asks the client to wait before it retries.
+REVIEWPORTAL_RETRY_AFTER_SECONDS = _env_int("REVIEWPORTAL_RETRY_AFTER_SECONDS", default=5, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": REVIEWPORTAL_BROKER_VISIBILITY_TIMEOUT_SECONDS,
+    "socket_connect_timeout": 5,
 }
 
 # --- logging ---------------------------------------------------------------------------------------------------------

@@ -13,4 +13,4 @@ from reviewportal.settings import *  # noqa: E402, F403
 
 # Redis redelivers a message that stays unacknowledged this long (a worker that died with it): short in the tests
 # (tests/verification/test_worker.py), and still longer than any task there.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 30}
+CELERY_BROKER_TRANSPORT_OPTIONS = {**CELERY_BROKER_TRANSPORT_OPTIONS, "visibility_timeout": 30}  # noqa: F405

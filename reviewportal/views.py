@@ -62,18 +62,35 @@ def _signing_key_health() -> str:
     return "ok"
 
 
+def _stuck_detail() -> dict[str, int] | None:
+    """Verifications queued or running longer than ``REVIEWPORTAL_STUCK_AFTER_SECONDS`` (issue 16): a detail for
+    operators, not a failure of this process (the sweeper works them off), so it never turns the answer into 503."""
+    from django.utils import timezone
+
+    from verification.operations_selectors import stuck
+
+    try:
+        found = stuck(now=timezone.now(), after_seconds=int(settings.REVIEWPORTAL_STUCK_AFTER_SECONDS), listed=0)
+    except DatabaseError:
+        return None
+    return {"queued": found.queued, "running": found.running, "older_than_seconds": found.after_seconds}
+
+
 @require_GET
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
-    """The parts the portal needs, each reported: database, broker (``eager`` without one) and signing key.
+    """The parts the portal needs, each reported: database, broker (``eager`` without one) and signing key; and in
+    ``detail.stuck_verifications`` the verifications queued or running for too long.
 
-    503 when one is unavailable; the cause goes to the log, not the body.
+    503 when one part is unavailable; the cause goes to the log, not the body.
     """
     database = _database_health()
-    report = {
+    report: dict[str, object] = {
         "database": database,
         "broker": _broker_health(),
         "signing_key": _signing_key_health() if database == "ok" else "unavailable",
     }
     healthy = all(value in ("ok", "eager") for value in report.values())
+    stuck = _stuck_detail() if database == "ok" else None
+    report["detail"] = {"stuck_verifications": stuck}
     return JsonResponse(report, status=200 if healthy else 503)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +110,89 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.skipped and require_services() and _service_markers(item) and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"REVIEWPORTAL_REQUIRE_SERVICES=1 forbids skipping a service test: {report.longrepr}"
+
+
+# --- least privilege on PostgreSQL (SPEC §8; verification/db_roles.py) -----------------------------------------------
+# With REVIEWPORTAL_MIGRATE_DATABASE_URL set (the PostgreSQL pass of .ci/run), the test database is created and
+# migrated by the owner role, the application role gets its grants, and the default alias then connects to the test
+# database as the application role: the whole suite runs with the rights production has.
+
+
+def split_roles() -> bool:
+    """True when the suite runs with a separate owner role (the application role owns nothing)."""
+    return bool(os.environ.get("REVIEWPORTAL_MIGRATE_DATABASE_URL"))
+
+
+if split_roles():
+
+    @pytest.fixture(scope="session")
+    def django_db_setup(
+        request: pytest.FixtureRequest,
+        django_test_environment: None,
+        django_db_blocker: Any,
+        django_db_keepdb: bool,
+    ) -> Generator[None, None, None]:
+        from django.conf import settings
+        from django.db import connections
+
+        from verification import db_roles
+
+        owner, default = connections[db_roles.OWNER_ALIAS], connections["default"]
+        app, owner_name = db_roles.app_role(), db_roles.owner_role()
+        assert app and owner_name, "the split needs DATABASE_URL and REVIEWPORTAL_MIGRATE_DATABASE_URL as two roles"
+        old_name = default.settings_dict["NAME"]
+        with django_db_blocker.unblock():
+            # Created and migrated as the owner (the post_migrate receiver of db_roles grants the app role its rights).
+            test_name = owner.creation.create_test_db(
+                verbosity=request.config.option.verbose, autoclobber=True, keepdb=django_db_keepdb, serialize=False
+            )
+            default.close()
+            default.settings_dict["NAME"] = settings.DATABASES["default"]["NAME"] = test_name
+            db_roles.apply_grants(owner, app)
+            # The test seam of ``as_owner()``: membership without inheritance (the app role is NOINHERIT), so the app
+            # role has none of the owner's rights unless a test says SET ROLE. Revoked again at teardown.
+            with owner.cursor() as cursor:
+                cursor.execute(f'GRANT "{owner_name}" TO "{app}"')
+        try:
+            yield
+        finally:
+            with django_db_blocker.unblock():
+                with owner.cursor() as cursor:
+                    cursor.execute(f'REVOKE "{owner_name}" FROM "{app}"')
+                default.close()
+                default.settings_dict["NAME"] = settings.DATABASES["default"]["NAME"] = old_name
+                if not django_db_keepdb:
+                    owner.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
+
+
+@contextmanager
+def as_owner() -> Iterator[None]:
+    """Run the block on the default connection as the tables' owner (what a database administrator can do).
+
+    Under the split the connection says ``SET ROLE <owner>`` inside a savepoint and ``RESET ROLE`` after it (an error
+    in the block rolls the savepoint back, and with it the role); otherwise the default connection is the owner
+    already (SQLite, or a single PostgreSQL role). The append-only triggers still fire for the owner: a test that means
+    to get past them lifts them too (``tests/adminportal/conftest.guards_lifted``)."""
+    from django.db import connection, transaction
+
+    from verification import db_roles
+
+    owner = db_roles.owner_role() if connection.vendor == "postgresql" else None
+    with transaction.atomic():
+        if owner is None:
+            yield
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET ROLE {connection.ops.quote_name(owner)}")
+        yield
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+
+
+@contextmanager
+def owner_cursor() -> Iterator[Any]:
+    """A cursor of the default connection acting as the tables' owner (``as_owner``)."""
+    from django.db import connection
+
+    with as_owner(), connection.cursor() as cursor:
+        yield cursor

@@ -7,3 +7,9 @@ class VerificationConfig(AppConfig):
     name = "verification"
     verbose_name = "Verification"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Least privilege (SPEC §8): after a migrate as the owner, the application role's grants follow new tables.
+        from verification import db_roles
+
+        db_roles.connect_signals()

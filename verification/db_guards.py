@@ -4,17 +4,24 @@ In code: ``AppendOnlyModel`` refuses ``save()`` of an existing row and ``delete(
 ``update()`` and ``delete()`` (and so ``bulk_update``). Every refusal is an ``AppendOnlyError`` carrying the
 registry code ``append-only``.
 
-In the database: row-level BEFORE UPDATE and BEFORE DELETE triggers on every append-only table.
-- PostgreSQL: one trigger function that raises ``restrict_violation`` (Django maps it to ``IntegrityError``).
-  TRUNCATE fires no row-level trigger, so the test runner's flush (which truncates) still works.
+In the database: BEFORE UPDATE and BEFORE DELETE triggers on every append-only table, and on PostgreSQL a BEFORE
+TRUNCATE trigger too (SPEC §8 "Least privilege in the database": the triggers are the second line behind the
+application role's grants, ``verification.db_roles``).
+- PostgreSQL: one trigger function that raises ``restrict_violation`` (Django maps it to ``IntegrityError``), fired
+  per row for UPDATE and DELETE and per statement for TRUNCATE. The test runner's flush truncates with
+  ``session_replication_role = replica`` (superuser only), under which ordinary triggers do not fire.
 - SQLite: ``RAISE(ABORT, 'append-only: ...')`` (an ``IntegrityError``). Django's flush on SQLite is ``DELETE FROM``,
   so the DELETE trigger carries ``WHEN NOT reviewportal_purge_allowed()``: a SQL function this module registers on
   every SQLite connection Django opens. It answers 0 unless the current thread is inside ``purge_allowed()``, which
   only the ``flush`` command enters, and only under ``settings.TESTING``. A raw ``sqlite3`` client has no such
   function, so its DELETE fails with "no such function" (fail closed); UPDATE is refused unconditionally.
 
+- SQLite has no TRUNCATE statement (``DELETE FROM`` without a WHERE is its nearest, and the DELETE trigger sees it).
+
 SQLite drops a table's triggers when Django rebuilds the table (``ALTER`` by copy in a later migration), so the
-triggers are installed by migration ``0002`` and re-installed idempotently after every ``migrate`` (post_migrate).
+triggers are installed by the migrations (``0002``, ``0004``-``0006``, ``0009`` for TRUNCATE) and re-installed
+idempotently after every ``migrate`` (post_migrate). ``APPEND_ONLY_TABLES`` is the one list of guarded tables: the
+migrations, the re-install, the grants of ``db_roles`` and the parametrised database tests all read it.
 """
 
 from __future__ import annotations
@@ -34,9 +41,23 @@ from verification.kernel.reasons import Reason
 
 PURGE_FUNCTION: Final = "reviewportal_purge_allowed"
 PG_FUNCTION: Final = "reviewportal_refuse_append_only_change"
+#: The guard triggers of one table on PostgreSQL: ``<table>_append_only`` (UPDATE, DELETE) and ``<table>_no_truncate``.
+PG_SUFFIXES: Final = ("append_only", "no_truncate")
 
-#: The append-only tables (db_table names); models register themselves through ``AppendOnlyModel``.
-APPEND_ONLY_TABLES: Final = ("verification_receipt", "verification_pinentry")
+#: THE registry of append-only tables (db_table names): one entry per ``AppendOnlyModel`` (a test checks both agree).
+#: The triggers, their re-install after every migrate, the application role's grants (``db_roles``: SELECT and
+#: INSERT only) and the parametrised database tests all read this tuple.
+APPEND_ONLY_TABLES: Final = (
+    "verification_receipt",  # migration 0002
+    "verification_pinentry",  # 0002
+    "verification_finding",  # 0004
+    "verification_findingevent",  # 0004
+    "verification_event",  # 0004
+    "verification_reviewdecision",  # 0005
+    "verification_securitylogentry",  # 0006
+    "verification_auditleaf",  # 0006
+    "verification_auditrun",  # 0006
+)
 
 
 class AppendOnlyError(KernelError):
@@ -158,10 +179,14 @@ $$
 
 def _pg_sql(table: str) -> list[str]:
     trigger = f"{table}_append_only"
+    truncate = f"{table}_no_truncate"
     return [
         f'DROP TRIGGER IF EXISTS "{trigger}" ON "{table}"',
         f'CREATE TRIGGER "{trigger}" BEFORE UPDATE OR DELETE ON "{table}" '
         f"FOR EACH ROW EXECUTE FUNCTION {PG_FUNCTION}()",
+        # TRUNCATE fires no row trigger: a statement trigger of its own (SPEC §8).
+        f'DROP TRIGGER IF EXISTS "{truncate}" ON "{table}"',
+        f'CREATE TRIGGER "{truncate}" BEFORE TRUNCATE ON "{table}" FOR EACH STATEMENT EXECUTE FUNCTION {PG_FUNCTION}()',
     ]
 
 
@@ -178,22 +203,23 @@ def uninstall_sql(vendor: str, tables: tuple[str, ...] = APPEND_ONLY_TABLES) -> 
     if vendor == "sqlite":
         return [f'DROP TRIGGER IF EXISTS "{t}_{suffix}"' for t in tables for suffix in ("no_update", "no_delete")]
     if vendor == "postgresql":
-        drops = [f'DROP TRIGGER IF EXISTS "{t}_append_only" ON "{t}"' for t in tables]
+        drops = [f'DROP TRIGGER IF EXISTS "{t}_{suffix}" ON "{t}"' for t in tables for suffix in PG_SUFFIXES]
         return drops + [f"DROP FUNCTION IF EXISTS {PG_FUNCTION}()"]
     return []
 
 
-def _trigger_names(vendor: str, table: str) -> set[str]:
+def trigger_names(vendor: str, table: str) -> set[str]:
+    """The names of the guard triggers of ``table`` on ``vendor``."""
     if vendor == "sqlite":
         return {f"{table}_no_update", f"{table}_no_delete"}
-    return {f"{table}_append_only"}
+    return {f"{table}_{suffix}" for suffix in PG_SUFFIXES}
 
 
 def install_guards(connection: BaseDatabaseWrapper, tables: tuple[str, ...] = APPEND_ONLY_TABLES) -> None:
     """Install the triggers on those of ``tables`` that exist and miss one (idempotent, cheap when present)."""
     existing = set(connection.introspection.table_names())
     present = installed_triggers(connection)
-    missing = tuple(t for t in tables if t in existing and not _trigger_names(connection.vendor, t) <= present)
+    missing = tuple(t for t in tables if t in existing and not trigger_names(connection.vendor, t) <= present)
     if not missing:
         return
     register_sqlite_function(connection)

@@ -701,37 +701,8 @@ class ReviewDecision(AppendOnlyModel):
         return f"{self.action} on {self.verification_id} by {self.user_id}"
 
 
-#: The append-only table of the review block; its guards are installed by its migration and re-checked after every
-#: migrate, like the others.
-REVIEW_APPEND_ONLY_TABLES = ("verification_reviewdecision",)
-
-
-def _reinstall_review_guards(sender: object, using: str = "default", **kwargs: object) -> None:
-    from django.db import connections
-
-    if getattr(sender, "label", None) == "verification":
-        db_guards.install_guards(connections[using], REVIEW_APPEND_ONLY_TABLES)
-
-
-post_migrate.connect(_reinstall_review_guards, dispatch_uid="verification.models.review_records")
-
-
-#: The append-only tables of this block; their database guards are installed by migration 0004 and re-checked
-#: after every migrate (``_reinstall_guards``), like the receipts' (``db_guards.APPEND_ONLY_TABLES``).
-APPEND_ONLY_RECORD_TABLES = ("verification_finding", "verification_findingevent", "verification_event")
-
-
-def _reinstall_guards(sender: object, using: str = "default", **kwargs: object) -> None:
-    from django.db import connections
-
-    if getattr(sender, "label", None) == "verification":
-        db_guards.install_guards(connections[using], APPEND_ONLY_RECORD_TABLES)
-
-
-post_migrate.connect(_reinstall_guards, dispatch_uid="verification.models.append_only_records")
-
-
-# SQLite needs the purge function on every connection, and the triggers re-checked after each migrate.
+# SQLite needs the purge function on every connection, and the guards of every append-only table (the one registry,
+# ``db_guards.APPEND_ONLY_TABLES``) re-checked after each migrate.
 db_guards.connect_signals()
 
 
@@ -837,21 +808,6 @@ class AuditRun(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"audit {self.id} ({'ok' if self.ok else 'problems'})"
-
-
-#: The append-only tables of this block; their guards are installed by their migration and re-checked after every
-#: migrate, like the others.
-AUDIT_APPEND_ONLY_TABLES = ("verification_securitylogentry", "verification_auditleaf", "verification_auditrun")
-
-
-def _reinstall_audit_guards(sender: object, using: str = "default", **kwargs: object) -> None:
-    from django.db import connections
-
-    if getattr(sender, "label", None) == "verification":
-        db_guards.install_guards(connections[using], AUDIT_APPEND_ONLY_TABLES)
-
-
-post_migrate.connect(_reinstall_audit_guards, dispatch_uid="verification.models.audit_records")
 
 
 # --- dashboard rollups (issue 6 §3): derived counts the database keeps, never records -------------------------------

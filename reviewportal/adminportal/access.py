@@ -38,7 +38,14 @@ def sections(user: Any) -> list[tuple[str, str]]:
     out = []
     for permission, names in (
         (ADMINISTER_KEYS, [("adminportal:keys", "Keys")]),
-        (INSPECT_CHAINS, [("adminportal:verify-proof", "Verify a proof"), ("adminportal:audit", "Audit")]),
+        (
+            INSPECT_CHAINS,
+            [
+                ("adminportal:verify-proof", "Verify a proof"),
+                ("adminportal:audit", "Audit"),
+                ("adminportal:operations", "Operations"),
+            ],
+        ),
         (INSPECT_EVIDENCE, [("adminportal:evidence", "Evidence")]),
         (ADMINISTER_USERS, [("adminportal:users", "Users"), ("adminportal:tokens", "API tokens")]),
         (VIEW_SECURITY_LOG, [("adminportal:security-log", "Security log")]),

@@ -27,6 +27,7 @@ urlpatterns = [
     path("admin/verify-proof", views.verify_proof, name="verify-proof"),
     path("admin/audit/", views.audit_page, name="audit"),
     path("admin/audit/run", views.audit_run, name="audit-run"),
+    path("admin/operations/", views.operations, name="operations"),
     # evidence
     path("admin/evidence/", views.evidence_list, name="evidence"),
     path("admin/evidence/<uuid:evidence_id>/", views.evidence_detail, name="evidence-detail"),

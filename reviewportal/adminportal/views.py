@@ -278,6 +278,9 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
     return _render(request, "adminportal/verify_proof.html", context)
 
 
+# --- operations: verifications queued or running too long (issue 16) -------------------------------------------------
+
+
 # --- the audit --------------------------------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from tests.conftest import as_owner
 from tests.portal.conftest import (  # noqa: F401 - fixtures shared with the portal tests
     PASSWORD,
     Queue,
@@ -47,26 +48,31 @@ def checkpoint_log(settings: Any, var_dir: Path) -> Path:  # noqa: F811 - the fi
 
 @contextmanager
 def guards_lifted(table: str = "verification_receipt") -> Iterator[None]:
-    """What a database superuser can do: the append-only triggers of ``table`` off for a moment, then back on.
+    """What the tables' owner can do (a database administrator): the append-only triggers of ``table`` off for a
+    moment, then back on; the block runs as the owner (``tests.conftest.as_owner``: the application role may not
+    update, delete or truncate an append-only table at all, SPEC §8).
 
-    SQLite: drop the triggers and create them again. PostgreSQL: ``ALTER TABLE … DISABLE/ENABLE TRIGGER``.
+    SQLite: drop the triggers and create them again. PostgreSQL: ``ALTER TABLE … DISABLE/ENABLE TRIGGER`` (the row
+    guard and the TRUNCATE guard). An error in the block rolls the savepoint back, and the triggers with it.
     """
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            for sql in db_guards.uninstall_sql("sqlite", (table,)):
-                cursor.execute(sql)
-        else:
-            # ALTER TABLE refuses while deferred foreign-key checks are pending in this transaction: run them now.
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER "{table}_append_only"')
-    try:
+    pg_triggers = sorted(db_guards.trigger_names("postgresql", table))
+    with as_owner():
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                for sql in db_guards.uninstall_sql("sqlite", (table,)):
+                    cursor.execute(sql)
+            else:
+                # ALTER TABLE refuses while deferred foreign-key checks are pending in this transaction: run them now.
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                for trigger in pg_triggers:
+                    cursor.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER "{trigger}"')
         yield
-    finally:
         if connection.vendor == "sqlite":
             db_guards.install_guards(connection, (table,))
         else:
             with connection.cursor() as cursor:
-                cursor.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER "{table}_append_only"')
+                for trigger in pg_triggers:
+                    cursor.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER "{trigger}"')
                 cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 

@@ -44,6 +44,7 @@ MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("verify-proof", "GET", _admin_gets(200)),
     ("audit", "GET", _admin_gets(200)),
     ("audit-run", "POST", _admin_gets(302)),
+    ("operations", "GET", _admin_gets(200)),
     ("evidence", "GET", _admin_gets(200)),
     ("evidence-detail", "GET", _admin_gets(200)),
     ("evidence-redact", "GET", _admin_gets(200)),

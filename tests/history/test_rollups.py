@@ -13,6 +13,7 @@ from django.core import checks
 from django.db import connection
 from django.utils import timezone
 
+from tests.conftest import as_owner, owner_cursor
 from tests.history.conftest import Bulk, Story, decide
 from tests.portal.conftest import Queue
 from verification import models, rollups
@@ -92,21 +93,22 @@ def test_the_triggers_are_in_place_and_come_back_with_a_recount(queue: Queue, bu
     names = rollups.trigger_names(connection.vendor)
     assert rollups.installed(connection) == names
     assert not rollups.ensure_installed(connection)  # nothing missing: nothing done
-    with connection.cursor() as cursor:
+    with owner_cursor() as cursor:  # triggers are the owner's to drop and create (SPEC §8)
         for sql in rollups.uninstall_sql(connection.vendor):
             cursor.execute(sql)
     assert not rollups.installed(connection)
     bulk.add(2, start=timezone.now() - HOUR, verdict="MISMATCH", automated_verdict="MISMATCH",
              determination="cannot_determine", flagged=True, reason="baseline-changed")
     assert not models.QueueBacklogMember.objects.exists()  # written while nothing kept count
-    assert rollups.ensure_installed(connection)
+    with as_owner():
+        assert rollups.ensure_installed(connection)
     assert rollups.installed(connection) == names
     assert models.QueueBacklogMember.objects.count() == 2  # the recount found them
 
 
 def test_installing_drops_a_rollup_trigger_an_earlier_version_left(queue: Queue) -> None:
     stale = f"{rollups.PREFIX}old_version"
-    with connection.cursor() as cursor:
+    with owner_cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
                 f"CREATE FUNCTION {stale}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"
@@ -120,7 +122,8 @@ def test_installing_drops_a_rollup_trigger_an_earlier_version_left(queue: Queue)
                 f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups.VERIFICATION} BEGIN SELECT 1; END'
             )
     assert stale in rollups.installed(connection)
-    assert rollups.ensure_installed(connection)  # the set differs: reinstalled
+    with as_owner():
+        assert rollups.ensure_installed(connection)  # the set differs: reinstalled
     assert rollups.installed(connection) == rollups.trigger_names(connection.vendor)
 
 

@@ -12,6 +12,8 @@ when there is one. Status codes:
   ``not-found``, 405 ``method-not-allowed``, 409 for a request that conflicts with stored state
   (``idempotency-conflict``, ``pending-expired``, ``not-pending``, ``not-awaiting-evidence``), 413
   ``payload-too-large``, 415 ``unsupported-media-type``, 503 ``no-signing-key``;
+- 503 ``service-unavailable`` with ``Retry-After`` when the database or the message broker does not answer (an
+  operational error, not a bug): the client sends the same request again, with the same ``Idempotency-Key``;
 - 500 ``internal-error`` only for a true bug: it is logged with its traceback and the body says nothing more.
 
 A ``ServiceError`` (``verification.errors``) carries its own ``http_status``, which is used as it is.
@@ -23,9 +25,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
+from kombu.exceptions import OperationalError as BrokerOperationalError
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -56,8 +61,13 @@ STATUS_BY_REASON: Final[Mapping[Reason, int]] = {
     Reason.PAYLOAD_TOO_LARGE: 413,
     Reason.UNSUPPORTED_MEDIA_TYPE: 415,
     Reason.NO_SIGNING_KEY: 503,
+    Reason.SERVICE_UNAVAILABLE: 503,
     Reason.INTERNAL_ERROR: 500,
 }
+
+#: A dependency that does not answer (database down or restarting, a broken connection, a serialization failure,
+#: the broker down): 503 ``service-unavailable`` with ``Retry-After``, never a 500 "bug" (issue 16).
+UNAVAILABLE_ERRORS: Final = (OperationalError, InterfaceError, BrokerOperationalError)
 
 #: When a validation error holds several codes, the most specific one names the whole error.
 _VALIDATION_PRIORITY: Final[tuple[Reason, ...]] = (Reason.UNKNOWN_FIELD, Reason.BAD_BASE64)
@@ -195,6 +205,10 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         reason, detail, status, details = Reason.PERMISSION_DENIED, "", 403, {}
     elif isinstance(exc, RequestDataTooBig):
         reason, detail, status, details = Reason.PAYLOAD_TOO_LARGE, "", 413, {}
+    elif isinstance(exc, UNAVAILABLE_ERRORS):
+        logger.warning("service unavailable: %s: %s", type(exc).__name__, exc)
+        reason, detail, status, details = Reason.SERVICE_UNAVAILABLE, "", 503, {}
+        headers["Retry-After"] = str(int(getattr(settings, "REVIEWPORTAL_RETRY_AFTER_SECONDS", 5)))
     elif isinstance(exc, drf.APIException):
         reason, detail, status, details = _from_api_exception(exc)
         wait = getattr(exc, "wait", None)

@@ -141,6 +141,7 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method-not-allowed"
     INTERNAL_ERROR = "internal-error"
     SERVICE_UNAVAILABLE = "service-unavailable"
+    SERVICE_UNAVAILABLE = "service-unavailable"
     # --- records and services (issue 4 §1, §2) -------------------------------------------------------
     IDEMPOTENCY_CONFLICT = "idempotency-conflict"
     ACTOR_NAME_TAKEN = "actor-name-taken"
@@ -280,6 +281,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.UNSUPPORTED_MEDIA_TYPE: "The request body must be sent as application/json.",
     Reason.METHOD_NOT_ALLOWED: "This endpoint does not accept that HTTP method.",
     Reason.INTERNAL_ERROR: "The server failed unexpectedly; the failure was logged.",
+    Reason.SERVICE_UNAVAILABLE: "The database or the message broker is unavailable for a moment; send the same request again (same Idempotency-Key) after Retry-After seconds.",
     Reason.SERVICE_UNAVAILABLE: "The database or the message broker is unavailable for a moment; send the same request again (same Idempotency-Key) after Retry-After seconds.",
     Reason.IDEMPOTENCY_CONFLICT: "This Idempotency-Key was already used by this actor for a different request body.",
     Reason.ACTOR_NAME_TAKEN: "Another actor already has this name.",

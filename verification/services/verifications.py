@@ -381,10 +381,35 @@ def _replay(actor: Actor, key: str, submission_hash: str) -> Verification | None
     return existing
 
 
-def _enqueue(verification_id: uuid.UUID) -> None:
+def verification_enqueue(*, verification_id: str | uuid.UUID) -> bool:
+    """Publish the run of a committed verification; True when the broker took it.
+
+    The row is the record that the run is owed (a verification with no seq-0 receipt and no ``failed_at``), so a
+    publish that fails (broker down) is logged and answered False, never raised: the submission stays acknowledged
+    and the sweeper (``services.sweeper``) publishes it again. The run is idempotent, so a second message is harmless.
+    """
     from verification import tasks  # the task module imports this one
 
-    tasks.verification_run.delay(str(verification_id))
+    try:
+        tasks.verification_run.delay(str(verification_id))
+    except Exception as exc:  # whatever the transport raised: the committed row waits for the sweeper
+        logger.warning(
+            "verification %s: publishing its run failed (%r); the sweeper will enqueue it", verification_id, exc
+        )
+        return False
+    return True
+
+
+def _enqueue(verification_id: uuid.UUID) -> None:
+    verification_enqueue(verification_id=verification_id)
+
+
+def _replayed(verification: Verification) -> Verification:
+    """A replay of an Idempotency-Key: the same verification; if it has not run (and not failed), its run is
+    published again (the first message may be lost: a broker restart, a publish that failed after commit)."""
+    if verification.failed_at is None and _seq0(verification.pk) is None:
+        transaction.on_commit(lambda: _enqueue(verification.pk))
+    return verification
 
 
 def _evidence_key(digests: Sequence[str]) -> str:
@@ -496,7 +521,7 @@ def verification_submit(
     if key is not None:
         replayed = _replay(actor, key, submission.submission_hash)
         if replayed is not None:
-            return replayed, False
+            return _replayed(replayed), False
     when = now or timezone.now()
     latest = Verification.objects.filter(task=task, cycle=current_cycle(task)).order_by("-created_at", "-id").first()
     try:
@@ -517,7 +542,7 @@ def verification_submit(
         replayed = _replay(actor, key, submission.submission_hash)  # a concurrent request with the same key won
         if replayed is None:
             raise
-        return replayed, False
+        return _replayed(replayed), False
     transaction.on_commit(lambda: _enqueue(verification.pk))
     return verification, True
 

@@ -1,9 +1,9 @@
 """``flush``, guarded: receipts and pin-log entries are append-only (SPEC §7).
 
 Under the test suite (``settings.TESTING``) the test runner's teardown calls this command to empty every table; on
-SQLite that is ``DELETE FROM``, which the append-only trigger lets through only inside ``purge_allowed()``. Outside
-the test suite, flushing a database that holds receipts or pin-log entries is refused (on PostgreSQL flush would
-TRUNCATE them, which no row-level trigger sees).
+SQLite that is ``DELETE FROM``, which the append-only trigger lets through only inside ``purge_allowed()``; on
+PostgreSQL it is TRUNCATE, run as the owner with the guards asleep (``db_roles.truncate_allowed``). Outside the test
+suite, flushing a database that holds receipts or pin-log entries is refused.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from django.core.management.commands.flush import Command as FlushCommand
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from verification import db_guards
+from verification import db_guards, db_roles
 
 
 class Command(FlushCommand):
@@ -35,7 +35,8 @@ class Command(FlushCommand):
             return
         connection.ensure_connection()
         db_guards.register_sqlite_function(connection)  # a connection opened before the signal was connected
-        with db_guards.purge_allowed():
+        # PostgreSQL: flush is TRUNCATE, which the BEFORE TRUNCATE guards and the application role's grants refuse.
+        with db_guards.purge_allowed(), db_roles.truncate_allowed(connection):
             super().handle(**options)
 
 
