@@ -357,6 +357,29 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": REVIEWPORTAL_BROKER_VISIBILITY_TIMEOUT_SECONDS,
     "socket_connect_timeout": 5,
 }
+# A worker that loses the broker cancels what it runs instead of finishing into a connection that cannot ack: the
+# message is redelivered (acks_late) and the run is idempotent.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The run's time limits: the soft one raises inside the run (retried as an operational failure), the hard one kills it.
+CELERY_TASK_ANNOTATIONS = {
+    "verification.run": {
+        "time_limit": REVIEWPORTAL_RUN_TIME_LIMIT_SECONDS,
+        "soft_time_limit": REVIEWPORTAL_RUN_TIME_LIMIT_SECONDS - 3,
+    }
+}
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits for the broker as long as it takes
+# Publishing gives up after about a second (the web answers 202 and the sweeper enqueues the run later).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+# The continuous audit (verification.tasks.audit_chains: it only calls services.audit.audit_run) and the sweeper.
+CELERY_BEAT_SCHEDULE = {
+    "audit-chains": {"task": "verification.audit_chains", "schedule": float(REVIEWPORTAL_AUDIT_INTERVAL_SECONDS)},
+    "sweep-verifications": {
+        "task": "verification.sweep",
+        "schedule": float(REVIEWPORTAL_SWEEP_INTERVAL_SECONDS),
+        "options": {"expires": float(REVIEWPORTAL_SWEEP_INTERVAL_SECONDS)},
+    },
+}
 
 # --- logging ---------------------------------------------------------------------------------------------------------
 LOGGING = {

@@ -281,6 +281,27 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
 # --- operations: verifications queued or running too long (issue 16) -------------------------------------------------
 
 
+@require_GET
+@never_cache
+@access.chains_inspector
+def operations(request: HttpRequest) -> HttpResponse:
+    """Verifications queued or running longer than ``REVIEWPORTAL_STUCK_AFTER_SECONDS``: the sweeper publishes their
+    runs again; what stays here needs an operator (a worker that does not start, a broker that does not answer)."""
+    from verification.operations_selectors import stuck
+
+    found = stuck(now=timezone.now(), after_seconds=int(settings.REVIEWPORTAL_STUCK_AFTER_SECONDS))
+    return _render(
+        request,
+        "adminportal/operations.html",
+        {
+            "stuck": found,
+            "now": timezone.now(),
+            "sweep_after": settings.REVIEWPORTAL_SWEEP_AFTER_SECONDS,
+            "sweep_interval": settings.REVIEWPORTAL_SWEEP_INTERVAL_SECONDS,
+        },
+    )
+
+
 # --- the audit --------------------------------------------------------------------------------------------------------
 
 
