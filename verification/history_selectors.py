@@ -34,7 +34,6 @@ from typing import Any, Final
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import (
-    BooleanField,
     Case,
     CharField,
     Count,
@@ -73,6 +72,7 @@ from verification.models import (
     Verification,
     VerificationDayCount,
 )
+from verification.read_state import read_annotations, read_columns, read_q
 from verification.review_selectors import evidence_requested, expired_pending, queue_items, superseded_q
 from verification.selectors import receipt_payload
 
@@ -240,19 +240,17 @@ def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[V
     if unknown:
         raise _bad(f"unknown filters {unknown}")
     queryset = Verification.objects.all()
-    expired = expired_pending(now)
     value = (filters.get("determination") or "").strip()
     if value:
         if value not in DETERMINATIONS:
             raise _bad(f"determination is one of {', '.join(DETERMINATIONS)}")
-        queryset = queryset.filter(determination__isnull=True) if value == NO_DETERMINATION else queryset.filter(
-            determination=value
-        )
+        # SPEC §3: determination, verdict, flagged and reason as read at ``now`` (read_state: the API's derivation).
+        queryset = queryset.filter(read_q(now, determination=None if value == NO_DETERMINATION else value))
     value = (filters.get("verdict") or "").strip()
     if value:
         if value not in VERDICTS:
             raise _bad(f"verdict is one of {', '.join(VERDICTS)}")
-        queryset = queryset.filter(verdict=value)
+        queryset = queryset.filter(read_q(now, verdict=value))
     value = (filters.get("authority") or "").strip()
     if value:
         if value not in AUTHORITIES:
@@ -265,19 +263,14 @@ def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[V
     if value:
         if value not in ("true", "false"):
             raise _bad("flagged is true or false")
-        queryset = queryset.filter(Q(flagged=True) | expired) if value == "true" else queryset.filter(
-            Q(flagged=False) & ~expired
-        )
+        queryset = queryset.filter(read_q(now, flagged=value == "true"))
     value = (filters.get("reason") or "").strip()
     if value:
         try:
             code = Reason(value)
         except ValueError:
             raise _bad(f"reason {value!r} is not a registered code") from None
-        if code is Reason.PENDING_EXPIRED:
-            queryset = queryset.filter(Q(reason=code.value) | expired)
-        else:
-            queryset = queryset.filter(Q(reason=code.value) & ~expired)
+        queryset = queryset.filter(read_q(now, reason=code.value))
     value = (filters.get("reviewer") or "").strip()
     if value:
         decided = ReviewDecision.objects.filter(verification=OuterRef("pk"), user__username=value[:MAX_TEXT_CHARS])
@@ -398,19 +391,21 @@ def history_page(
         ):
             deciders[verification_id] = username
     rows = []
+    read = read_columns(page, now=now)
     for v in page:
         head_hash = str(getattr(v, "head_hash", None) or "")
         kind, authority, actor = heads.get(head_hash, ("", "", ""))
-        expired = v.verdict == Verdict.PENDING.value and v.pending_until is not None and v.pending_until <= now
-        reason = Reason.PENDING_EXPIRED.value if expired else (v.reason or "")
+        state = read[v.pk]
+        expired = state.expired
+        reason = state.reason or ""
         rows.append(
             HistoryRow(
                 verification=v,
                 state=str(getattr(v, "row_state", "")),
-                verdict=v.verdict or "",
+                verdict=state.verdict or "",
                 pending_expired=expired,
-                determination=v.determination,
-                flagged=v.flagged or expired,
+                determination=state.determination,
+                flagged=state.flagged,
                 reason=reason,
                 reason_text=_explain(reason),
                 authority=Authority.HUMAN.value if v.human_decided else authority,
@@ -450,7 +445,7 @@ def export_rows(*, filters: Mapping[str, str], now: datetime) -> QuerySet[Any]:
         head_hash=_head_column("content_hash"),
         head_authority=_head_column("authority"),
         decider=Coalesce(_decider(), _head_column("actor")),
-        expired=Case(When(expired_pending(now), then=Value(True)), default=Value(False), output_field=BooleanField()),
+        **read_annotations(now),
         task_title=Coalesce(F("task__title"), Value("")),
     )
     return queryset.values_list(*EXPORT_SOURCE)
@@ -483,12 +478,12 @@ EXPORT_SOURCE: Final = (
     "cycle",
     "created_at",
     "row_state",
-    "verdict",
-    "expired",
-    "determination",
-    "flagged",
-    "flag_reason",
-    "reason",
+    "read_verdict",
+    "read_expired",
+    "read_determination",
+    "read_flagged",
+    "read_flag_reason",
+    "read_reason",
     "head_authority",
     "human_decided",
     "decider",

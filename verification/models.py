@@ -94,6 +94,27 @@ class Verification(models.Model):
         return f"verification {self.id}"
 
 
+class ReadPhase(models.Model):
+    """What the head reads as from one PENDING deadline on (SPEC §3: derived when read, the same way when filtered).
+
+    A query cache like the head columns above, written with them from ``kernel.read_phases`` by
+    ``verification.read_state``; lists filter on it through ``read_state.read_q`` only. Before ``pending_until`` the
+    head columns hold the read state; from it on, the phase whose [starts_at, ends_at) holds ``now``.
+    """
+
+    verification = models.ForeignKey(Verification, on_delete=models.CASCADE, related_name="read_phases")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True)
+    verdict = models.CharField(max_length=16)
+    determination = models.CharField(max_length=32, null=True, blank=True)
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.CharField(max_length=200, null=True, blank=True)
+    reason = models.CharField(max_length=64, null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["verification", "starts_at"], name="readphase_key")]
+
+
 class SigningKey(models.Model):
     """A signing key of the portal: public material and lifecycle only (SPEC §8).
 

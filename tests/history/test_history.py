@@ -107,10 +107,11 @@ def test_each_filter(story: Story, queue: Queue, reviewer: Any, reviewer2: Any) 
     assert ids({}) == everyone
     assert ids({"determination": "met"}) == {story.passed.pk}
     assert ids({"determination": "not_met"}) == {story.failed.pk, mismatch.pk, semantic.pk}
-    assert ids({"determination": "cannot_determine"}) == {not_run.pk, sent_back.pk}
-    assert ids({"determination": "none"}) == {expired.pk}  # a PENDING head: running, no determination as issued
+    # SPEC §3: filtered as read, like the item: the PENDING past its deadline reads as its expiry verdict.
+    assert ids({"determination": "cannot_determine"}) == {not_run.pk, sent_back.pk, expired.pk}
+    assert ids({"determination": "none"}) == set()
     assert ids({"verdict": "MISMATCH"}) == {mismatch.pk}
-    assert ids({"verdict": "PENDING"}) == {expired.pk}
+    assert ids({"verdict": "PENDING"}) == set()
     assert ids({"authority": "human"}) == {story.failed.pk}
     assert ids({"authority": "semantic"}) == {semantic.pk}  # the head is the semantic worker's result receipt
     assert ids({"authority": "deterministic"}) == everyone - {story.failed.pk, semantic.pk}

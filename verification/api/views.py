@@ -525,8 +525,10 @@ class VerificationsView(ApiView):
         cursor = params.pop("cursor", None)
         limit = params.pop("limit", DEFAULT_PAGE)
         filters = {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in params.items()}
-        rows, next_cursor = selectors.verification_list(actor=creds.actor, filters=filters, cursor=cursor, limit=limit)
-        now = timezone.now()
+        now = timezone.now()  # one instant for the filters and the reads (SPEC §3)
+        rows, next_cursor = selectors.verification_list(
+            actor=creds.actor, filters=filters, cursor=cursor, limit=limit, now=now
+        )
         page = {"results": [selectors.verification_view(v, now=now) for v in rows], "next_cursor": next_cursor}
         return Response(s.VerificationPageSerializer(page).data)
 

@@ -114,6 +114,7 @@ from verification.models import (
     Verification,
     VerificationEvidence,
 )
+from verification.read_state import phases_record
 from verification.selectors import contract_of, current_cycle, evidence_get, head_of, kernel_claims, rubric_criteria
 from verification.services import NotFound, events
 from verification.services.actors import kernel_actor, portal_service_actor, require_token_of
@@ -938,6 +939,8 @@ def _record_outcome(verification: Verification, facts: _Facts, result: RunResult
         started_at=None,
         last_error="",
     )
+    # SPEC §3: what the head reads as after each PENDING deadline, for the list filters (read_state.read_q).
+    phases_record(verification, loads_strict(receipt.envelope)["payload"])
     # SPEC §2, §10: gone or changed bytes raise an evidence-integrity finding (a redaction does not).
     for finding in evidence_integrity_findings(proof=result.integrity, subject=facts.subject):
         finding_raise(
