@@ -29,7 +29,7 @@ def uninstall(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("verification", "0013_read_phases"),
+        ("verification", "0008_dashboard_rollups"),
     ]
 
     operations = [
