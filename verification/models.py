@@ -425,7 +425,7 @@ class Link(models.Model):
 
 
 class ContractAcceptance(models.Model):
-    """A registered rubric accepted as the contract of one cycle (SPEC §1). The latest acceptance of a cycle counts."""
+    """A registered rubric accepted as the contract of one cycle (SPEC §1): one per cycle, never changed."""
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="contracts")
     cycle = models.PositiveIntegerField()
@@ -436,6 +436,7 @@ class ContractAcceptance(models.Model):
     class Meta:
         ordering = ("accepted_at", "id")
         indexes = [models.Index(fields=["task", "cycle"], name="contract_task_cycle_idx")]
+        constraints = [models.UniqueConstraint(fields=["task", "cycle"], name="contract_one_per_cycle")]
 
     def __str__(self) -> str:
         return f"contract {self.rubric_id[:12]} for {self.task_id}@{self.cycle}"

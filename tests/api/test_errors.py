@@ -214,7 +214,7 @@ def test_a_rubric_registers_once_and_returns_its_witness(api: Api, cast: Cast) -
 
 def test_the_claiming_agent_cannot_accept_the_contract(api: Api, cast: Cast, signing_key: Any) -> None:
     rubric_hash = api.post("/v1/rubrics", digest_rubric(), caller=cast.owner).json()["rubric_hash"]
-    task_id = api.post("/v1/tasks", {"title": "t"}, caller=cast.owner).json()["id"]
+    task_id = api.post("/v1/tasks", {"title": "t"}, caller=cast.agent).json()["id"]  # the agent owns the task
     assert api.post(f"/v1/tasks/{task_id}/claims", {}, caller=cast.agent).status_code == 201
     refused = api.post(f"/v1/tasks/{task_id}/contract", {"rubric_hash": rubric_hash}, caller=cast.agent)
     assert_error(refused, 403, "self-contract-acceptance")

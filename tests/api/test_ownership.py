@@ -105,7 +105,9 @@ class Row:
     code: str
 
 
-_ROW = re.compile(r"^\|\s*`(?P<method>POST) (?P<path>/v1/[^`]+)`\s*\|(?P<whose>[^|]*)\|(?P<who>[^|]*)\|(?P<refusal>[^|]*)\|")
+_ROW = re.compile(
+    r"^\|\s*`(?P<method>POST) (?P<path>/v1/[^`]+)`\s*\|(?P<whose>[^|]*)\|(?P<who>[^|]*)\|(?P<refusal>[^|]*)\|"
+)
 _REFUSAL = re.compile(r"(?P<status>\d{3}) `(?P<code>[a-z-]+)`")
 #: The words the table's "who may call" column uses, each a role a caller of the walk has or has not.
 ROLES = frozenset(
@@ -182,7 +184,7 @@ class Stage:
     ids: dict[str, str]
 
 
-def _stage(make_user: Callable[..., Any], *, rubric: dict[str, Any] | None, submit: dict[str, Any] | None) -> Stage:
+def _stage(new_user: Callable[..., Any], *, rubric: dict[str, Any] | None, submit: dict[str, Any] | None) -> Stage:
     """A task owned by ``owner`` (an agent); a separate contract owner accepts ``rubric``; ``worker`` claims and
     submits ``submit``; then one token for every caller."""
     api = Api()
@@ -194,7 +196,7 @@ def _stage(make_user: Callable[..., Any], *, rubric: dict[str, Any] | None, subm
         actor = actor_create(name=f"{name}-x", kind=kind)
         raw[name] = token_issue(actor=actor, boundary=f"host-{name}", scopes=list(ALL_SCOPES))[1]
     for name, role in (("human", "reviewer"), ("admin", "admin")):
-        actor = actor_for_user(make_user(name, role))
+        actor = actor_for_user(new_user(name, role))
         raw[name] = token_issue(actor=actor, boundary=f"laptop-{name}", scopes=list(ALL_SCOPES))[1]
     task = api.post("/v1/tasks", {"title": "owned"}, **bearer(raw["owner"])).json()["id"]
     ids = {"task": task}

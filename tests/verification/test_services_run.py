@@ -44,7 +44,7 @@ from verification.selectors import head_of, proof_for, review_queue, trusted_key
 from verification.services.actors import actor_create, token_issue
 from verification.services.evidence import evidence_admit
 from verification.services.keys import key_pin
-from verification.services.tasks import baseline_capture, case_freeze, contract_accept, manifest_report
+from verification.services.tasks import baseline_capture, case_freeze, contract_accept, manifest_report, task_create
 from verification.services.verifications import NO_CONTRACT_HASH, result_deliver
 
 pytestmark = pytest.mark.django_db
@@ -303,6 +303,23 @@ def test_a_grounded_cited_support_is_cannot_determine_flagged_and_queued(world: 
 
 
 def test_a_judgment_not_bound_to_a_frozen_case_is_ungrounded(world: World) -> None:
+    world.contract(semantic_entry(deadline_seconds=3600))
+    verification, _ = world.submit_and_run({"evidence": [inline("log", LOG)]})
+    # Delivered by the semantic worker, who is not a worker of the cycle (a submitter would be: SPEC §1).
+    result_deliver(
+        actor=world.semantic.actor,
+        token=world.semantic.token,
+        verification=verification,
+        criterion_id="tests-green",
+        body={"outcome": "cited_conflict", "typed_predicate": "tests-pass", "case_digest": "sha256:" + "c" * 64,
+              "citations": []},
+    )
+    verification.refresh_from_db()
+    assert (verification.verdict, verification.reason, verification.flagged) == ("UNKNOWN", "ungrounded", True)
+
+
+def test_a_semantic_worker_that_submits_the_verification_is_a_worker_of_the_cycle(world: World) -> None:
+    # SPEC §1: a submitter is a worker of the cycle, so the judgment it brings in its own submission is not independent.
     world.contract(semantic_entry())
     verification, _ = world.submit_and_run(
         {
@@ -314,7 +331,9 @@ def test_a_judgment_not_bound_to_a_frozen_case_is_ungrounded(world: World) -> No
         },
         party=world.semantic,
     )
-    assert (verification.verdict, verification.reason, verification.flagged) == ("UNKNOWN", "ungrounded", True)
+    assert (verification.verdict, verification.reason, verification.flagged) == (
+        "UNKNOWN", "worker-self-verification", True
+    )
 
 
 def test_only_a_semantic_workers_token_may_bring_judgments(world: World) -> None:
@@ -379,8 +398,9 @@ def test_without_an_accepted_contract_every_check_is_unknown(world: World) -> No
 
 def test_the_claiming_agent_cannot_accept_the_contract(world: World) -> None:
     rubric = world.rubric(digest_entry())
+    world.task = task_create(actor=world.agent.actor, title="the agent's own task")  # an owner may accept...
     world.claim()
-    with pytest.raises(ServiceError) as exc:
+    with pytest.raises(ServiceError) as exc:  # ...but not once it claimed the cycle
         contract_accept(actor=world.agent.actor, task=world.task, rubric_hash=rubric.rubric_hash)
     assert exc.value.reason is Reason.SELF_CONTRACT_ACCEPTANCE and exc.value.http_status == 403
     assert ContractAcceptance.objects.count() == 0
@@ -396,10 +416,14 @@ def test_a_contract_of_an_earlier_cycle_does_not_count_after_a_reopen(world: Wor
 
 
 def test_a_claimed_authority_on_an_imported_result_is_ignored(world: World) -> None:
-    world.contract(imported_entry())
-    verification, _ = world.submit_and_run(
-        {"results": [{"criterion": "ext-scan", "verdict": "PASS", "authority": "deterministic"}]},
-        party=world.external,
+    world.contract(imported_entry(deadline_seconds=3600))
+    verification, _ = world.submit_and_run({})
+    result_deliver(  # by an external verifier that is not a worker of the cycle
+        actor=world.external.actor,
+        token=world.external.token,
+        verification=verification,
+        criterion_id="ext-scan",
+        body={"criterion": "ext-scan", "verdict": "PASS", "authority": "deterministic"},
     )
     view = view_of(verification, timezone.now())
     entry = result_for(view, "ext-scan")

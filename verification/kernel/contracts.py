@@ -1,8 +1,9 @@
 """Tasks, cycles, claims and contracts (SPEC §1).
 
 The subject of a verification is a task and its current cycle. Each cycle has one contract: a registered rubric
-accepted for that cycle by an actor who has not claimed the task. Reopening a task starts a new cycle, which
-needs its own contract; nothing accepted for an earlier cycle counts.
+accepted for that cycle by an actor who is not a worker of it (claimants and submitters alike), and never changed
+once accepted. The acceptor can never become a worker of that cycle (SPEC §1). Reopening a task starts a new
+cycle, which needs its own contract; nothing accepted for an earlier cycle counts.
 """
 
 from __future__ import annotations
@@ -96,16 +97,29 @@ def first_claim_at(*, cycle: int, claims: Iterable[Claim]) -> datetime | None:
     return min(times) if times else None
 
 
-def accept_contract(*, actor: Actor, cycle: int, claims: Sequence[Claim]) -> Reason | None:
+def accept_contract(
+    *,
+    actor: Actor,
+    cycle: int,
+    claims: Sequence[Claim],
+    workers: Sequence[Actor] = (),
+    contract: ContractAcceptance | None = None,
+) -> Reason | None:
     """May ``actor`` accept the contract of ``cycle``? None if so, else the refusal's code (SPEC §1, §9 rail 3).
 
-    In order: an unnamed acceptor → ``unnamed-actor``; an actor who claimed the task in that cycle →
-    ``self-contract-acceptance``; a cycle with an unnamed claimant → ``unnamed-actor`` (the acceptor cannot be
-    proven distinct from it). Claims of other cycles do not matter.
+    ``workers`` are the cycle's workers (claimants and submitters, from the one selector of the Django layer);
+    ``contract`` the cycle's accepted contract, if any. In order: a cycle that has its contract already →
+    ``contract-already-accepted`` (a contract never changes; reopen to judge by another rubric); an unnamed acceptor
+    → ``unnamed-actor``; an actor who claimed the task in that cycle or is one of ``workers`` →
+    ``self-contract-acceptance``; a cycle with an unnamed claimant or worker → ``unnamed-actor`` (the acceptor cannot
+    be proven distinct from it). Claims of other cycles do not matter.
     """
+    validate_cycle(cycle)
+    if contract is not None and contract.cycle == cycle:
+        return Reason.CONTRACT_ALREADY_ACCEPTED
     if not actor.named:
         return Reason.UNNAMED_ACTOR
-    who = claimants(cycle=cycle, claims=claims)
+    who = set(claimants(cycle=cycle, claims=claims)) | {w.actor_id for w in workers}
     if actor.actor_id in who:
         return Reason.SELF_CONTRACT_ACCEPTANCE
     if None in who:
@@ -113,11 +127,23 @@ def accept_contract(*, actor: Actor, cycle: int, claims: Sequence[Claim]) -> Rea
     return None
 
 
+def may_claim(*, actor: Actor, cycle: int, contract: ContractAcceptance | None) -> Reason | None:
+    """May ``actor`` claim the task in ``cycle``? The contract's acceptor never becomes a worker of its cycle (SPEC §1):
+    ``self-contract-acceptance``. An unnamed claimant is refused (``unnamed-actor``). None when it may claim."""
+    validate_cycle(cycle)
+    if not actor.named:
+        return Reason.UNNAMED_ACTOR
+    if contract is not None and contract.cycle == cycle and contract.accepted_by == actor.actor_id:
+        return Reason.SELF_CONTRACT_ACCEPTANCE
+    return None
+
+
 def current_contract(*, cycle: int, acceptances: Iterable[ContractAcceptance]) -> ContractAcceptance | None:
     """The contract of ``cycle``: its latest acceptance, or None (SPEC §1).
 
-    Acceptances of earlier cycles do not count after a reopen. Ties on ``accepted_at`` go to the later record in
-    the given order (records are append-only, so that is the later write).
+    A cycle has at most one acceptance (``accept_contract`` refuses a second one and the database holds one row per
+    cycle); should more be handed in, the latest decides. Acceptances of earlier cycles do not count after a reopen.
+    Ties on ``accepted_at`` go to the later record in the given order (records are append-only: the later write).
     """
     validate_cycle(cycle)
     latest: ContractAcceptance | None = None

@@ -34,7 +34,13 @@ from verification.kernel.determination import (
 from verification.kernel.errors import InvariantError, KernelError
 from verification.kernel.evidence import Citation, EvidenceFacts, IndependenceAssessment, policy_failure
 from verification.kernel.integrity import IntegrityEntry, IntegrityProof, IntegrityStatus, StoredItem, recheck
-from verification.kernel.rails import ChangeManifest, Link, check_change_manifest, check_verifier
+from verification.kernel.rails import (
+    ChangeManifest,
+    Link,
+    check_change_manifest,
+    check_contract_acceptor,
+    check_verifier,
+)
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Authority, Check, ExpiryVerdict, Origin, Pending, Verdict
 
@@ -88,6 +94,8 @@ class RunContext:
     baseline_secret: bytes
     submitted_at: datetime
     now: datetime
+    #: Who accepted the cycle's contract (SPEC §1); if it is among the workers, every check answers UNKNOWN.
+    contract_acceptor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,10 @@ def evaluate_run(
     service_refusal = check_verifier(
         verifier=ctx.service_actor, cycle=ctx.cycle, claims=ctx.claims, links=ctx.links, workers=ctx.workers
     )
+    # SPEC §1: the acceptor of the contract never becomes a worker of its cycle; if it did, nothing is judged.
+    acceptor_refusal = check_contract_acceptor(
+        acceptor=ctx.contract_acceptor, cycle=ctx.cycle, claims=ctx.claims, workers=ctx.workers
+    )
     citations: list[Citation] = []
     for criterion in criteria:
         if ctx.contract_rubric_hash is None:
@@ -210,6 +222,9 @@ def evaluate_run(
             if result is not None:
                 citations.extend(result.citations)
                 check = _cited_policy(criterion, check, ctx, bound)
+        if acceptor_refusal is not None and ctx.contract_rubric_hash is not None:
+            detail = f"rail {acceptor_refusal.rail}: {acceptor_refusal.detail}"
+            check = to_unknown(check, acceptor_refusal.reason, detail)
         results.append(
             criterion_result(
                 criterion.id,

@@ -6,8 +6,13 @@ decision it is an error shown to the reviewer and no receipt is issued.
 
 Where each rail lives:
 1–3. here: ``check_verifier`` (no self-verification, no verifying code you wrote, no shared execution boundary),
-     ``check_approval_cycle`` (stale approvals) and ``contracts.accept_contract`` (a worker cannot accept the
-     contract for its own attempt).
+     ``check_approval_cycle`` (stale approvals), ``check_contract_acceptor`` (the acceptor of a cycle's contract is
+     never one of its workers) and ``contracts.accept_contract`` / ``contracts.may_claim`` (a worker cannot accept
+     the contract for its own attempt; the acceptor cannot claim).
+
+"Workers" are every actor that claimed the task in the cycle and every actor that submitted a verification of it in
+the cycle (SPEC §1): the Django layer computes them in one selector (``verification.cycle_workers``) and hands them
+here as ``workers``.
 4.   the refusal ``check_change_manifest`` here; the observation rule itself is ``criteria.manifest_check``.
 5.   ``criteria.is_authoritative`` / ``criteria.evaluate_unchanged`` (authoritative baselines, captured before the
      cycle's first claim, under the capture step's HMAC token ``criteria.mint_baseline_token``).
@@ -107,7 +112,8 @@ def check_verifier(
     """Rails 1–3 for whoever performs a verification of ``cycle`` (SPEC §9). None when it may verify.
 
     ``claims`` are the task's claims (other cycles are ignored), ``links`` every link anchoring the work
-    (superseded included), ``workers`` the actor records of the current cycle's claimants (their boundaries).
+    (superseded included), ``workers`` the actor records of the cycle's workers — its claimants and its submitters
+    (SPEC §1) — with their boundaries.
     Checked in this order, the first refusal wins:
 
     1. the verifier is unnamed → ``unnamed-actor``;
@@ -206,6 +212,27 @@ def check_change_manifest(*, criterion_id: str, manifest: ChangeManifest) -> Rai
         return None
     who = reporter.actor_id or "an unnamed actor"
     return RailRefusal(4, reason, f"manifest {manifest.evidence_id} reported by {who} ({reporter.kind})")
+
+
+def check_contract_acceptor(
+    *, acceptor: str | None, cycle: int, claims: Sequence[Claim], workers: Sequence[Actor]
+) -> RailRefusal | None:
+    """The acceptor of ``cycle``'s contract must never be a worker of it (SPEC §1, §9 rail 3). None when it is not.
+
+    ``acceptor`` is the actor id that accepted the cycle's contract (None: no contract, nothing to check). When it
+    claimed the task in this cycle or is one of ``workers`` (it submitted work), the work would be judged by a
+    contract its own worker picked: ``self-contract-acceptance``, and for an automated run every check answers
+    UNKNOWN with it (flagged, routed to review).
+    """
+    validate_cycle(cycle)
+    if acceptor is None:
+        return None
+    who = set(claimants(cycle=cycle, claims=claims)) | {w.actor_id for w in workers}
+    if acceptor in who:
+        return RailRefusal(
+            3, Reason.SELF_CONTRACT_ACCEPTANCE, f"{acceptor} accepted the contract of cycle {cycle} and works on it"
+        )
+    return None
 
 
 def check_approval_cycle(*, approval_cycle: int, current_cycle: int) -> Reason | None:

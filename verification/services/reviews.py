@@ -36,6 +36,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from verification import storage
+from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel.contracts import subject_key
 from verification.kernel.decision import DecisionOutcome, decide
@@ -44,15 +45,12 @@ from verification.kernel.errors import DecisionRefused, KernelError
 from verification.kernel.evaluation import read_outcome
 from verification.kernel.findings import evidence_integrity_findings
 from verification.kernel.integrity import StoredItem, recheck
-from verification.kernel.rails import Link as KernelLink
 from verification.kernel.rails import check_approval_cycle, check_verifier
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Verdict
 from verification.models import (
     Actor,
-    Claim,
     Evidence,
-    Link,
     Receipt,
     ReceiptKind,
     ReviewAction,
@@ -62,7 +60,7 @@ from verification.models import (
     VerificationEvidence,
 )
 from verification.review_selectors import claimable, forget_queue_counts, in_queue
-from verification.selectors import current_cycle, head_of, kernel_claims, receipt_payload
+from verification.selectors import current_cycle, head_of, receipt_payload
 from verification.services import NotFound, PermissionRefused, events, security_log
 from verification.services.actors import actor_for_user, kernel_actor
 from verification.services.findings import finding_raise
@@ -486,20 +484,15 @@ def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
     stale = check_approval_cycle(approval_cycle=locked.cycle, current_cycle=current_cycle(task))
     if stale is not None:
         return DecisionRefused(stale, f"the verification is of cycle {locked.cycle}; the task has been reopened")
-    claimants: dict[int, Actor] = {}
-    claims = Claim.objects.filter(task=task, cycle=locked.cycle).select_related("actor").order_by("claimed_at", "id")
-    for claim in claims:
-        claimants.setdefault(claim.actor.pk, claim.actor)
-    links = tuple(
-        KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
-        for row in Link.objects.filter(task=task).select_related("committing_actor").order_by("created_at", "id")
-    )
+    # SPEC §1: the cycle's workers (claimants AND submitters), their boundaries and the link committers come from the
+    # one selector, exactly as for an automated run.
+    found = cycle_workers(task, locked.cycle)
     refusal = check_verifier(
         verifier=kernel_actor(actor),
         cycle=locked.cycle,
-        claims=kernel_claims(task),
-        links=links,
-        workers=tuple(kernel_actor(a) for a in claimants.values()),
+        claims=found.claims,
+        links=found.links,
+        workers=found.workers,
     )
     if refusal is None:
         return None

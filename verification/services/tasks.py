@@ -18,8 +18,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
-from verification.kernel.contracts import accept_contract, subject_key
+from verification.kernel.contracts import ContractAcceptance as KernelAcceptance
+from verification.kernel.contracts import accept_contract, may_claim, subject_key
 from verification.kernel.criteria import MIN_SECRET_BYTES, capture_baseline
 from verification.kernel.digests import is_digest, sha256_digest
 from verification.kernel.expressions import is_symbol
@@ -39,7 +41,7 @@ from verification.models import (
     Task,
     TaskCycle,
 )
-from verification.selectors import current_cycle, kernel_claims
+from verification.selectors import current_cycle
 from verification.services import NotFound
 from verification.services.actors import (
     PORTAL_ACTOR_NAME,
@@ -47,6 +49,7 @@ from verification.services.actors import (
     kernel_actor,
     require_token_of,
 )
+from verification.services.ownership import require_owner_or_admin, require_owner_or_contract_owner
 
 FIRST_CYCLE: Final = 1
 BASELINE_SECRET_ENV: Final = "REVIEWPORTAL_BASELINE_SECRET"  # noqa: S105 - a variable name
@@ -126,8 +129,12 @@ def _lock_task(task: Task) -> Task:
 
 @transaction.atomic
 def task_reopen(*, actor: Actor, task: Task) -> TaskCycle:
-    """Start a new cycle (SPEC §1): it needs its own contract; claims and approvals of earlier cycles do not count."""
+    """Start a new cycle (SPEC §1): it needs its own contract; claims and approvals of earlier cycles do not count.
+
+    Only the task's owner or a portal admin reopens it: ``not-task-owner`` (403), nothing written.
+    """
     locked = _lock_task(task)
+    require_owner_or_admin(actor, locked, what="reopen")
     return TaskCycle.objects.create(task=locked, number=current_cycle(locked) + 1, opened_by=actor)
 
 
@@ -135,35 +142,79 @@ def task_reopen(*, actor: Actor, task: Task) -> TaskCycle:
 def claim_record(*, actor: Actor, token: ApiToken | None, task: Task) -> Claim:
     """Record that ``actor`` (authenticated by ``token``) claimed ``task`` in its current cycle.
 
-    The portal's own service actor never claims a task (SPEC §1): ``permission-denied``.
+    The portal's own service actor never claims a task (SPEC §1): ``permission-denied``. The acceptor of the
+    cycle's contract never becomes a worker of it (SPEC §1, kernel ``contracts.may_claim``):
+    ``self-contract-acceptance`` (403, like every refusal by the contract rules), nothing written.
     """
     boundary = require_token_of(actor, token)
     if actor.name == PORTAL_ACTOR_NAME:
         raise ServiceError(Reason.PERMISSION_DENIED, "the portal's service actor never claims tasks", status=403)
     locked = _lock_task(task)  # a claim and a contract acceptance of the same cycle are decided one after the other
-    return Claim.objects.create(task=locked, cycle=current_cycle(locked), actor=actor, boundary=boundary)
+    cycle = current_cycle(locked)
+    refusal = may_claim(actor=kernel_actor(actor, frozenset()), cycle=cycle, contract=_kernel_contract(locked, cycle))
+    if refusal is not None:
+        raise ServiceError(
+            refusal,
+            f"{actor.name} may not claim {subject_key(task_id=str(locked.pk), cycle=cycle)}: it accepted its contract",
+            status=403,
+        )
+    return Claim.objects.create(task=locked, cycle=cycle, actor=actor, boundary=boundary)
+
+
+def _kernel_contract(task: Task, cycle: int) -> KernelAcceptance | None:
+    row = cycle_workers(task, cycle).contract
+    if row is None:
+        return None
+    return KernelAcceptance(row.rubric_id, row.accepted_by.name, row.cycle, row.accepted_at)
 
 
 @transaction.atomic
 def contract_accept(*, actor: Actor, task: Task, rubric_hash: str) -> ContractAcceptance:
-    """Accept a registered rubric as the contract of the task's current cycle (SPEC §1).
+    """Accept a registered rubric as the contract of the task's current cycle (SPEC §1). Nothing is written on refusal.
 
-    Refused by the kernel rule (``contracts.accept_contract``, 403): ``self-contract-acceptance`` for an actor who
-    claimed the task in this cycle, ``unnamed-actor`` when a claimant is unnamed. ``not-found`` for an unknown rubric.
+    Only the task's owner or an actor of kind contract owner accepts: ``not-task-owner`` (403). Then the kernel rule
+    (``contracts.accept_contract``) over the cycle's workers (``cycle_workers``): ``contract-already-accepted`` (409)
+    when the cycle has its contract (it never changes; reopen to judge by another rubric — the database holds one
+    row per cycle too), ``self-contract-acceptance`` (403) for a worker of the cycle (a claimant or a submitter),
+    ``unnamed-actor`` (403). ``not-found`` for an unknown rubric.
     """
     rubric = Rubric.objects.filter(rubric_hash=rubric_hash).first() if isinstance(rubric_hash, str) else None
     if rubric is None:
         raise NotFound(f"no registered rubric {rubric_hash!r}", rubric_hash=str(rubric_hash))
     locked = _lock_task(task)
+    require_owner_or_contract_owner(actor, locked, what="accept the contract of")
     cycle = current_cycle(locked)
-    refusal = accept_contract(actor=kernel_actor(actor, frozenset()), cycle=cycle, claims=kernel_claims(locked))
+    found = cycle_workers(locked, cycle)
+    existing = found.contract
+    refusal = accept_contract(
+        actor=kernel_actor(actor, frozenset()),
+        cycle=cycle,
+        claims=found.claims,
+        workers=found.workers,
+        contract=(
+            KernelAcceptance(existing.rubric_id, existing.accepted_by.name, existing.cycle, existing.accepted_at)
+            if existing is not None
+            else None
+        ),
+    )
+    subject = subject_key(task_id=str(locked.pk), cycle=cycle)
+    if refusal is Reason.CONTRACT_ALREADY_ACCEPTED:
+        raise _already_accepted(subject)
     if refusal is not None:
-        raise ServiceError(
-            refusal,
-            f"{actor.name} may not accept the contract of {subject_key(task_id=str(locked.pk), cycle=cycle)}",
-            status=403,
-        )
-    return ContractAcceptance.objects.create(task=locked, cycle=cycle, rubric=rubric, accepted_by=actor)
+        raise ServiceError(refusal, f"{actor.name} may not accept the contract of {subject}", status=403)
+    try:
+        with transaction.atomic():
+            return ContractAcceptance.objects.create(task=locked, cycle=cycle, rubric=rubric, accepted_by=actor)
+    except IntegrityError:  # the one-per-cycle constraint: another acceptance won (the task lock makes this rare)
+        raise _already_accepted(subject) from None
+
+
+def _already_accepted(subject: str) -> ServiceError:
+    return ServiceError(
+        Reason.CONTRACT_ALREADY_ACCEPTED,
+        f"{subject} has its contract; reopen the task to judge the work by another rubric",
+        status=409,
+    )
 
 
 # --- links, manifests, baselines, frozen cases ---------------------------------------------------------------------
@@ -259,7 +310,10 @@ def case_freeze(*, actor: Actor, task: Task, content: str) -> FrozenCase:
     """Freeze an evaluation case of ``task`` (SPEC §6): semantic judgments bound to its digest can be grounded.
 
     Idempotent on (task, digest). ``content`` is the case text; its digest is ``sha256:<hex>`` of its UTF-8 bytes.
+    Only the task's owner or an actor of kind contract owner freezes its cases (they ground the semantic judgments
+    of the work, like the contract judges it): ``not-task-owner`` (403), nothing written.
     """
+    require_owner_or_contract_owner(actor, task, what="freeze an evaluation case of")
     if not isinstance(content, str) or not content:
         raise ServiceError(Reason.INVALID_REQUEST, "a frozen case has text")
     digest = sha256_digest(content.encode("utf-8"))

@@ -31,7 +31,8 @@ The submission body (the request body as received; the API validated its shape, 
 the submitter's claim: the authority of every result is assigned from the token's actor kind (SPEC §1).
 
 The *producer* of a verification (the actor whose work it is, for rails 3–5) is the submitter when it claimed the
-task in this cycle or nobody did; otherwise the cycle's first claimant.
+task in this cycle or nobody did; otherwise the cycle's first claimant (``CycleWorkers.producer_of``). The workers
+of the cycle — claimants and submitters — come from ``verification.cycle_workers`` (SPEC §1).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from verification import storage
+from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.canonical import canonicalize, loads_strict
@@ -92,7 +94,6 @@ from verification.kernel.findings import (
 )
 from verification.kernel.integrity import StoredItem
 from verification.kernel.rails import ChangeManifest as KernelManifest
-from verification.kernel.rails import Link as KernelLink
 from verification.kernel.rails import check_change_manifest
 from verification.kernel.reasons import Reason
 from verification.kernel.semantic import parse_judgment, route
@@ -104,10 +105,8 @@ from verification.models import (
     ArrivedResult,
     Baseline,
     ChangeManifest,
-    Claim,
     Evidence,
     FrozenCase,
-    Link,
     Receipt,
     ReceiptKind,
     Task,
@@ -115,11 +114,12 @@ from verification.models import (
     VerificationEvidence,
 )
 from verification.read_state import phases_record
-from verification.selectors import contract_of, current_cycle, evidence_get, head_of, kernel_claims, rubric_criteria
+from verification.selectors import contract_of, current_cycle, evidence_get, head_of, rubric_criteria
 from verification.services import NotFound, events
 from verification.services.actors import kernel_actor, portal_service_actor, require_token_of
 from verification.services.evidence import evidence_admit, tier_for
 from verification.services.findings import finding_raise
+from verification.services.ownership import require_worker_of
 from verification.services.receipts import receipt_issue
 from verification.services.tasks import baseline_secret
 
@@ -559,7 +559,8 @@ def verification_add_evidence(
 ) -> Verification:
     """More evidence for a verification waiting for it: a new verification of the same subject, with the old
     bindings and the new ones (a new binding of a symbol replaces the old), whose first receipt supersedes the old
-    head (SPEC §7). ``not-awaiting-evidence`` (409) when it met its contract, is still running, or was superseded.
+    head (SPEC §7). ``not-awaiting-evidence`` (409) when it met its contract, is still running, or was superseded;
+    ``not-a-worker-of-this-cycle`` (403) for a caller that neither submitted it nor works on its cycle (SPEC §1).
     Judgments and results are not carried over: they were about the old evidence.
     """
     boundary = require_token_of(actor, token)
@@ -567,6 +568,9 @@ def verification_add_evidence(
     if locked is None:
         raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
     task = locked.task
+    if task is not None and locked.cycle is not None:
+        # SPEC §1 ownership: only its submitter or a worker of its cycle adds evidence (403, nothing written).
+        require_worker_of(actor, locked, cycle_workers(task, locked.cycle))
     if task is None or not locked.awaiting_evidence or Verification.objects.filter(supersedes=locked).exists():
         raise ServiceError(
             Reason.NOT_AWAITING_EVIDENCE, f"verification {locked.pk} is not waiting for evidence", status=409
@@ -631,22 +635,6 @@ class _Facts:
     arrived_payload: list[dict[str, Any]]
     digests: frozenset[str]
     citations: list[Citation] = field(default_factory=list)
-
-
-def _claimant_rows(task: Task, cycle: int) -> list[Actor]:
-    seen: dict[int, Actor] = {}
-    for claim in Claim.objects.filter(task=task, cycle=cycle).select_related("actor").order_by("claimed_at", "id"):
-        seen.setdefault(claim.actor.pk, claim.actor)
-    return list(seen.values())
-
-
-def _producer(verification: Verification, claimants: list[Actor]) -> Actor | None:
-    submitter = verification.submitted_by
-    if submitter is None:
-        return claimants[0] if claimants else None
-    if not claimants or any(a.pk == submitter.pk for a in claimants):
-        return submitter
-    return claimants[0]
 
 
 def _baselines(
@@ -733,21 +721,20 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
         raise InvariantError(Reason.MALFORMED_RECORD, f"verification {verification.pk} has no subject to run")
     subject = subject_key(task_id=str(task.pk), cycle=cycle)
     portal = portal_service_actor()
-    claims = kernel_claims(task)
-    claimant_rows = _claimant_rows(task, cycle)
-    workers = tuple(kernel_actor(a) for a in claimant_rows)
-    producer_row = _producer(verification, claimant_rows)
+    # SPEC §1: who worked on this cycle (claimants and submitters), their boundaries, the link committers and the
+    # contract's acceptor come from the one selector; no rule here keeps its own idea of who did the work.
+    found = cycle_workers(task, cycle)
+    claims = found.claims
+    workers = found.workers
+    producer_row = found.producer_of(verification.submitted_by)
     producer = kernel_actor(producer_row) if producer_row is not None else None
-    links = tuple(
-        KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
-        for row in Link.objects.filter(task=task).select_related("committing_actor").order_by("created_at", "id")
-    )
+    links = found.links
     registered = rubric_criteria(verification.rubric) if verification.rubric is not None else None
     criteria = registered.criteria if registered is not None else (NO_CONTRACT_CRITERION,)
     secret = baseline_secret()
     started = first_claim_at(cycle=cycle, claims=claims) or verification.submitted_at
     baselines = _baselines(task, cycle, subject=subject, secret=secret, producer=producer, started=started)
-    claimant_names = frozenset(a.name for a in claimant_rows)
+    worker_names = found.names
 
     bound: dict[str, BoundEvidence] = {}
     evidence_rows: dict[str, Evidence] = {}
@@ -768,7 +755,7 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
             accessibility = Accessibility.REDACTED
         else:
             accessibility = Accessibility.ACCESSIBLE if content is not None else Accessibility.INACCESSIBLE
-        tier = tier_for(evidence, producer=producer_row, claimants=claimant_names)
+        tier = tier_for(evidence, producer=producer_row, claimants=worker_names)
         facts = EvidenceFacts(
             evidence_id=evidence_id,
             trust_tier=tier,
@@ -861,6 +848,7 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
         baseline_secret=secret,
         submitted_at=verification.submitted_at,
         now=now,
+        contract_acceptor=found.acceptor_id,
     )
     return _Facts(
         task=task,
