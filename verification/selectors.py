@@ -406,6 +406,28 @@ def _results(verification: Verification, outcome: Outcome, payload: Mapping[str,
     return out
 
 
+#: How a verification whose head receipt is signed by a key the trust root does not know reads (SPEC §8): no verdict
+#: is taken from it; it is flagged for review with ``key-not-in-pin-journal``, never ``met``.
+UNTRUSTED_HEAD_VIEW: Final[Mapping[str, Any]] = {
+    "determination": None,
+    "score": None,
+    "confidence": None,
+    "flagged": True,
+    "flag_reason": Reason.KEY_NOT_IN_PIN_JOURNAL.value,
+    "verdict": {"results": []},
+    "kernel_verdict": None,
+    "reason": Reason.KEY_NOT_IN_PIN_JOURNAL.value,
+}
+
+
+def untrusted_head(head: Receipt) -> bool:
+    """Is the head signed by a key the trust root (``trust.trusted_keys``: the pin journal and the portal's private
+    key material) does not trust for proof-signing? Such a head never yields a verdict."""
+    from verification import trust
+
+    return not trust.is_trusted_signer(head.key_id)
+
+
 def verification_view(verification: Verification, *, now: datetime) -> dict[str, Any]:
     """A verification as the API returns it (the second seed's shape) resolved at ``now``.
 
@@ -449,6 +471,8 @@ def verification_view(verification: Verification, *, now: datetime) -> dict[str,
     }
     if head is None:
         return view
+    if untrusted_head(head):
+        return {**view, **UNTRUSTED_HEAD_VIEW, "reason_text": explain(Reason.KEY_NOT_IN_PIN_JOURNAL)}
     payload = receipt_payload(head)
     if outcome is None:  # a head of another shape (a person's decision): its signed top-level fields
         for name in ("determination", "score", "confidence", "flagged", "flag_reason"):

@@ -272,3 +272,42 @@ def journal_append(event: Mapping[str, Any], *, signer: PrivateKey | None = None
         os.write(fd, (line + "\n").encode("utf-8"))
         os.fsync(fd)
     return line
+
+
+# --- sealing an existing deployment's pin log into a new journal ------------------------------------------------------
+
+
+class JournalExists(Exception):
+    """``seal``: a pin journal exists already (sealing is a one-time step)."""
+
+
+def seal(events: list[dict[str, Any]], *, active: PrivateKey, active_since: str) -> Path:
+    """Write a new journal: the ``active`` key's own-key line (self-signed), then ``events`` signed by it.
+
+    Exclusive create (``JournalExists`` if a journal is there); the lines are verified before the file appears."""
+    path = journal_path()
+    if _stamp(path) is not None and _lines(path):
+        raise JournalExists(f"{path} exists already")
+    genesis = {
+        "action": "own-key", "key_id": active.public_key.key_id, "jwk": active.public_key.to_jwk(),
+        "status": "active", "at": active_since, "by": "system: seal_pin_journal", "channel": "seal of the existing pin log",
+    }
+    lines: list[str] = []
+    head: str | None = None
+    for index, event in enumerate([genesis, *events]):
+        line = build_line(seq=index, prev_hash=head, event=event, signer=active)
+        lines.append(line)
+        head = verify_journal(lines).head
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if _lines(path):
+            raise JournalExists(f"{path} exists already") from None
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC, 0o600)  # an empty file (e.g. touched): nothing to lose
+    try:
+        os.write(fd, "".join(line + "\n" for line in lines).encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path

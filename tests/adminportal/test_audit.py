@@ -215,10 +215,10 @@ def test_a_rewritten_chain_signed_by_a_key_inserted_into_the_keys_table_is_caugh
 
     kid = rogue.public_key.key_id
     refs = {p.refs for p in report.tamper}
-    # the chain: signed by a key not in the pin log (step 5)
-    assert (str(verification.pk), "seq 0", "unknown-key") in refs
-    # the key: in the keys table, never pinned
-    assert ("signing-key", kid, "unknown-key") in refs
+    # the chain: signed by a key the trust root (the pin journal) does not know (step 5)
+    assert (str(verification.pk), "seq 0", "key-not-in-pin-journal") in refs
+    # the key: in the keys table, not in the pin journal
+    assert ("signing-key", kid, "key-not-in-pin-journal") in refs
     # the tree: not an extension of the last checkpoint, which is left as the last one
     assert report.consistent is False
     inconsistent = next(p for p in report.tamper if p.code is Reason.CHECKPOINT_INCONSISTENT)
@@ -228,7 +228,7 @@ def test_a_rewritten_chain_signed_by_a_key_inserted_into_the_keys_table_is_caugh
     assert audit_run().findings_raised == 0  # still inconsistent with the same checkpoint: nothing new
 
 
-def test_a_rewrite_whose_key_was_also_slipped_into_the_pin_log_is_caught_by_the_tree(
+def test_a_rewrite_whose_key_was_also_slipped_into_the_pin_log_is_caught_by_the_journal_and_the_tree(
     chain: Any, checkpoint_log: Path
 ) -> None:
     verification, _ = chain
@@ -243,7 +243,11 @@ def test_a_rewrite_whose_key_was_also_slipped_into_the_pin_log_is_caught_by_the_
 
     report = audit_run()
 
-    assert _codes(report) == {("tamper", "checkpoint-inconsistent")}  # the chain and the key look fine
+    # The database vouches for the key twice (keys table and pin log), the pin journal outside it never did.
+    assert _codes(report) == {("tamper", "checkpoint-inconsistent"), ("tamper", "key-not-in-pin-journal")}
+    assert ("pin-log", rogue.public_key.key_id, "proof-signing", "key-not-in-pin-journal") in {
+        p.refs for p in report.tamper
+    }
     assert report.consistent is False
 
 
@@ -251,7 +255,7 @@ def test_without_a_checkpoint_a_rewrite_is_still_caught_by_the_key_check(chain: 
     verification, _ = chain
     rewrite_chain(verification, rogue_key(), _make_pass)
     report = audit_run()
-    assert ("tamper", "unknown-key") in _codes(report) and report.consistent is None
+    assert ("tamper", "key-not-in-pin-journal") in _codes(report) and report.consistent is None
 
 
 # --- (c) a revoked key ------------------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ class JournalState:
 
     keys: dict[str, JournalKey] = field(default_factory=dict)
     pinned: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # (key_id, purpose) -> event
+    ever_pinned: set[tuple[str, str]] = field(default_factory=set)  # every (key_id, purpose) a line pinned
     active: str | None = None
     head: str | None = None  # the last line's hash
     size: int = 0
@@ -172,6 +173,7 @@ def apply_event(state: JournalState, event: Mapping[str, Any], where: str) -> No
         key = _event_key(event, where)
         if action == "pin":
             state.pinned[(key.key_id, str(purpose))] = dict(event)
+            state.ever_pinned.add((key.key_id, str(purpose)))
             state.keys.setdefault(key.key_id, JournalKey(key, created_at=at))
         else:
             state.pinned.pop((key.key_id, str(purpose)), None)

@@ -58,13 +58,14 @@ from django.db import connection, transaction
 from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
-from verification import signing
+from verification import signing, trust
 from verification.kernel.canonical import canonical_text, canonicalize, loads_strict
 from verification.kernel.chain import ALGO, FORMAT, JWKS_URI, SIGNING_DOMAIN, format_created_at
 from verification.kernel.contracts import subject_key
 from verification.kernel.errors import KernelError
 from verification.kernel.findings import Finding as KernelFinding
 from verification.kernel.findings import FindingKind
+from verification.kernel.journal import JournalState
 from verification.kernel.keys import PrivateKey, PublicKey
 from verification.kernel.merkle import CompactTree, leaf_hash, verify_consistency
 from verification.kernel.reasons import Reason, explain
@@ -72,13 +73,13 @@ from verification.kernel.verifier import STEP_NAMES, TrustedKey, verify_report
 from verification.models import (
     AuditLeaf,
     AuditRun,
+    PinEntry,
     PinPurpose,
     Receipt,
     SecurityEventKind,
     SigningKey,
     Verification,
 )
-from verification.selectors import PinState, pin_state, pinned_key
 from verification.services.findings import finding_raise
 from verification.services.security_log import require_permission, security_log_record
 from verification.signing import SigningKeyUnavailable
@@ -433,12 +434,12 @@ def _register_leaves(now: datetime) -> int:
             return max(0, int(cursor.rowcount))
 
 
-def _trusted_checkpoint(path: Path, state: PinState, report: AuditReport) -> Checkpoint | None:
-    """The last line of the log signed by a portal key pinned for proof-signing and not revoked.
+def _trusted_checkpoint(path: Path, keys: Mapping[str, TrustedKey], report: AuditReport) -> Checkpoint | None:
+    """The last line of the log signed by a portal key trusted for proof-signing (``trust.trusted_keys``), not revoked.
 
     A malformed line, or one whose key is unknown or whose signature fails, is a tamper problem and set aside; a line
     signed by a since-revoked key is set aside with a note (nothing it says can be trusted any more)."""
-    own = set(SigningKey.objects.values_list("key_id", flat=True))
+    own = {k.key.key_id for k in trust.own_keys()}
     last: Checkpoint | None = None
     set_aside_revoked = 0
     present: set[tuple[int, str]] = set()
@@ -449,23 +450,19 @@ def _trusted_checkpoint(path: Path, state: PinState, report: AuditReport) -> Che
             report.problems.append(_log_problem(number, exc.reason, exc.detail))
             continue
         present.add((checkpoint.tree_size, checkpoint.root_hash))
-        entry = state.pinned.get((checkpoint.key_id, PinPurpose.PROOF_SIGNING))
+        entry = keys.get(checkpoint.key_id)
         if checkpoint.key_id not in own or entry is None:
             report.problems.append(
                 _log_problem(number, Reason.UNKNOWN_KEY, f"line {number}: signed by {checkpoint.key_id!r}, not a "
                              "portal key pinned for proof-signing")
             )
             continue
-        try:
-            signer = pinned_key(entry)
-        except KernelError:
-            signer = None  # the pin log's own problem, reported by _audit_keys
-        if signer is None or not verify_checkpoint(checkpoint, signer):
+        if not verify_checkpoint(checkpoint, entry.key):
             report.problems.append(
                 _log_problem(number, Reason.SIGNATURE_FAILURE, f"line {number}: the signature does not verify")
             )
             continue
-        if state.is_revoked(checkpoint.key_id):
+        if entry.revoked:
             set_aside_revoked += 1
             continue
         if last is not None and checkpoint.tree_size < last.tree_size:
@@ -499,31 +496,19 @@ def _log_problem(line: int, code: Reason, detail: str) -> Problem:
     return Problem(FindingKind.TAMPER, code, ("checkpoint-log", f"line {line}", code.value), detail)
 
 
-def _audit_keys(state: PinState, report: AuditReport) -> tuple[dict[str, TrustedKey], set[str]]:
-    """The pinned proof-signing keys with revocation lifted (the audit reports it itself), and the revoked ids.
-
-    A pin entry whose key no longer passes the kernel's checks (written behind the portal's back) is a tamper
-    problem and trusts nothing."""
-    keys: dict[str, TrustedKey] = {}
-    for (key_id, purpose), entry in state.pinned.items():
-        if purpose != PinPurpose.PROOF_SIGNING:
-            continue
-        try:
-            key = pinned_key(entry)
-        except KernelError as exc:
-            report.problems.append(
-                Problem(FindingKind.TAMPER, exc.reason, ("pin-log", f"entry {entry.pk}", exc.reason.value),
-                        f"pin entry {entry.pk} ({key_id}) holds a key the kernel refuses: {exc.detail}")
-            )
-            continue
-        if key.key_id != key_id:
-            report.problems.append(
-                Problem(FindingKind.TAMPER, Reason.KID_MISMATCH, ("pin-log", f"entry {entry.pk}", "kid-mismatch"),
-                        f"pin entry {entry.pk} names {key_id} but holds {key.key_id}")
-            )
-            continue
-        keys[key_id] = TrustedKey(key, revoked=False)
-    return keys, set(state.revoked)
+def _audit_keys(report: AuditReport) -> tuple[JournalState | None, dict[str, TrustedKey], dict[str, TrustedKey]]:
+    """The trust root (SPEC §8: the pin journal and the portal's private key material, never the database): the
+    journal, the proof-signing keys with revocation lifted (the audit reports revocation itself), and the same keys
+    as trusted. A journal that does not verify is a tamper problem and trusts nothing but the portal's own keys."""
+    state, error = trust.journal_state()
+    if error is not None:
+        report.problems.append(
+            Problem(FindingKind.TAMPER, Reason.PIN_JOURNAL_INVALID, ("pin-journal", Reason.PIN_JOURNAL_INVALID.value),
+                    f"{trust.journal_path()}: {error.detail}")
+        )
+    trusted = dict(trust.trusted_keys(PinPurpose.PROOF_SIGNING.value))
+    lifted = {key_id: TrustedKey(k.key, revoked=False) for key_id, k in trusted.items()}
+    return state, lifted, trusted
 
 
 _CHAIN_COLUMNS: Final = (
@@ -544,7 +529,16 @@ def _subject(task_id: Any, cycle: Any) -> str:
     return subject_key(task_id=str(task_id), cycle=int(cycle or 1))
 
 
-def _check_chains(keys: Mapping[str, TrustedKey], revoked: set[str], state: PinState, report: AuditReport) -> None:
+def _revocation(state: JournalState | None, key_id: str) -> tuple[str, str]:
+    known = state.keys.get(key_id) if state is not None else None
+    if known is None or known.revoked_at is None:
+        return "", ""
+    return known.revoked_at, known.revoked_reason
+
+
+def _check_chains(
+    keys: Mapping[str, TrustedKey], revoked: set[str], state: JournalState | None, report: AuditReport
+) -> None:
     rows = Receipt.objects.order_by("verification_id", "seq").values_list(*_CHAIN_COLUMNS).iterator(chunk_size=CHUNK)
     for verification_id, group in itertools.groupby(rows, key=lambda row: row[0]):
         chain = list(group)
@@ -578,15 +572,14 @@ def _check_chains(keys: Mapping[str, TrustedKey], revoked: set[str], state: PinS
             proof, keys=keys, trusted_head=head, expected_verification_id=vid, expected_submission_hash=first[7]
         )
         for key_id in sorted({e["key_id"] for e in entries} & revoked):
-            revocation = state.revoked[key_id]
+            revoked_at, revoked_reason = _revocation(state, key_id)
             signed = [e["seq"] for e in entries if e["key_id"] == key_id]
             report.problems.append(
                 Problem(
                     FindingKind.REVOKED_KEY,
                     Reason.FINDING_REVOKED_KEY,
                     (vid, key_id),
-                    f"seq {', '.join(map(str, signed))} signed by {key_id}, revoked at "
-                    f"{format_created_at(revocation.created_at)}: {revocation.reason}",
+                    f"seq {', '.join(map(str, signed))} signed by {key_id}, revoked at {revoked_at}: {revoked_reason}",
                     verification_id=vid,
                     seq=signed[0],
                     receipt_id=next(e["content_hash"] for e in entries if e["key_id"] == key_id),
@@ -595,6 +588,10 @@ def _check_chains(keys: Mapping[str, TrustedKey], revoked: set[str], state: PinS
         if result.ok:
             continue
         code = result.reason or Reason.MALFORMED_PROOF
+        if code is Reason.UNKNOWN_KEY:
+            # Every receipt names a key the database lists (a foreign key): one the trust root does not know is a
+            # key that only the database vouches for (SPEC §8).
+            code = Reason.KEY_NOT_IN_PIN_JOURNAL
         seq = result.failed_seq
         where = f"seq {seq}" if seq is not None else "the proof"
         receipt_id = next((e["content_hash"] for e in entries if e["seq"] == seq), None)
@@ -618,8 +615,10 @@ def _key_problem(key_id: str, code: Reason, detail: str) -> Problem:
     return Problem(FindingKind.TAMPER, code, ("signing-key", key_id, code.value), detail)
 
 
-def _check_keys(state: PinState, report: AuditReport) -> None:
-    """Every signing key of the portal against the pin log and its own state (SPEC §8)."""
+def _check_keys(state: JournalState | None, report: AuditReport) -> None:
+    """Every signing key and pin the database lists against the pin journal (SPEC §8: the database is its cache)."""
+    own = {k.key.key_id: k for k in trust.own_keys()}
+    journal_keys = state.keys if state is not None else {}
     for row in SigningKey.objects.order_by("created_at", "key_id"):
         try:
             key = PublicKey.from_raw(bytes(row.public_key))
@@ -632,26 +631,56 @@ def _check_keys(state: PinState, report: AuditReport) -> None:
                              f"from its public key ({key.key_id})")
             )
             continue
-        pinned = state.pinned.get((row.key_id, PinPurpose.PROOF_SIGNING))
-        revocation = state.revoked.get(row.key_id)
-        recorded = pinned or revocation
+        recorded = own.get(row.key_id)
         if recorded is None:
             report.problems.append(
-                _key_problem(row.key_id, Reason.UNKNOWN_KEY, f"{row.key_id} ({row.status}) is in the keys table but "
-                             "was never pinned for proof-signing: not a key the portal made")
+                _key_problem(row.key_id, Reason.KEY_NOT_IN_PIN_JOURNAL, f"{row.key_id} ({row.status}) is in the keys "
+                             "table but not in the pin journal nor the portal's key material: never trusted")
             )
             continue
-        if recorded.fingerprint != key.fingerprint:
+        if recorded.key.fingerprint != key.fingerprint:
             report.problems.append(
-                _key_problem(row.key_id, Reason.KID_MISMATCH, f"{row.key_id}: the pin log holds another key")
+                _key_problem(row.key_id, Reason.KID_MISMATCH, f"{row.key_id}: the pin journal holds another key")
             )
             continue
-        if (row.status == SigningKey.Status.REVOKED) != (revocation is not None):
-            said = "revoked" if revocation is not None else "not revoked"
+        if (row.status == SigningKey.Status.REVOKED) != (recorded.status == "revoked"):
             report.problems.append(
                 _key_problem(row.key_id, Reason.KEY_STATE_MISMATCH, f"{row.key_id} is {row.status} in the keys table "
-                             f"but {said} in the pin log")
+                             f"but {recorded.status} in the pin journal")
             )
+    pinned = state.pinned if state is not None else {}
+    seen: set[tuple[str, str]] = set()
+    for entry in PinEntry.objects.filter(action="pin").order_by("id").only(
+        "id", "key_id", "purpose", "fingerprint", "jwk"
+    ):
+        where = (entry.key_id, str(entry.purpose))
+        if where in seen:
+            continue
+        seen.add(where)
+        try:
+            PublicKey.from_jwk(loads_strict(entry.jwk))
+        except KernelError as exc:  # only a write behind the portal's back can store a key the kernel refuses
+            report.problems.append(
+                Problem(FindingKind.TAMPER, exc.reason, ("pin-log", f"entry {entry.pk}", exc.reason.value),
+                        f"pin entry {entry.pk} ({entry.key_id}) holds a key the kernel refuses: {exc.detail}")
+            )
+            continue
+        known = journal_keys.get(entry.key_id)
+        in_journal = known is not None and known.key.fingerprint == entry.fingerprint and (
+            where in pinned or known.revoked_at is not None or _was_pinned(state, where)
+        )
+        if not in_journal:
+            report.problems.append(
+                Problem(FindingKind.TAMPER, Reason.KEY_NOT_IN_PIN_JOURNAL,
+                        ("pin-log", entry.key_id, str(entry.purpose), Reason.KEY_NOT_IN_PIN_JOURNAL.value),
+                        f"pin entry {entry.pk} pins {entry.key_id} for {entry.purpose}; the pin journal never did: "
+                        "never trusted")
+            )
+
+
+def _was_pinned(state: JournalState | None, where: tuple[str, str]) -> bool:
+    """Did the journal ever pin (key, purpose)? (A pin later unpinned is still a pin the journal recorded.)"""
+    return state is not None and where in state.ever_pinned
 
 
 def _leaf_rows() -> Iterator[tuple[int, Any, int, str, str | None]]:
@@ -814,10 +843,10 @@ def audit_run(
             report.skipped = True
             report.notes.append("another audit run holds the lock; skipped")
             return report
-        state = pin_state()
-        report.checkpoint = _trusted_checkpoint(path, state, report)
+        state, keys, trusted = _audit_keys(report)
+        report.checkpoint = _trusted_checkpoint(path, trusted, report)
         report.leaves_added = _register_leaves(when)
-        keys, revoked = _audit_keys(state, report)
+        revoked = {key_id for key_id, k in trusted.items() if k.revoked}
         _check_chains(keys, revoked, state, report)
         _check_keys(state, report)
         if _check_tree(report.checkpoint, report):

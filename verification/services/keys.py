@@ -377,3 +377,48 @@ def signing_key_revoke(*, key_id: str, reason: str, actor_label: str = SYSTEM_RE
     if not SigningKey.objects.filter(key_id=key_id).exists():
         raise NotFound(f"the portal has no signing key {key_id!r}", key_id=key_id)
     return key_revoke(key_id=key_id, reason=reason, channel=CHANNEL_REVOKE, actor_label=actor_label)
+
+
+# --- sealing the pin log of an existing deployment into the pin journal (one time, admin-attended) -----------------
+
+
+def pin_journal_seal() -> tuple[Path, list[str]]:
+    """Seal the current pin log and the portal's keys into a new pin journal (``manage.py seal_pin_journal``).
+
+    For a deployment that predates the journal: the database is trusted this once, so an admin runs it and checks
+    the fingerprints it prints against the ones confirmed out of band. The active key signs every line (its private
+    key comes from ``signing``); retired and revoked keys become ``own-key`` lines, then every pin-log entry in
+    order. Refuses when a journal exists (``trust.JournalExists``) or without a usable active key. Returns the path
+    and one line per sealed key for the operator.
+    """
+    row, private = signing.active_signer()
+    events: list[dict[str, Any]] = []
+    report = [f"active  {row.key_id}  {row.public.fingerprint_grouped}"]
+    for other in SigningKey.objects.exclude(key_id=row.key_id).order_by("created_at", "key_id"):
+        key = other.public
+        events.append({
+            "action": "own-key", "key_id": key.key_id, "jwk": key.to_jwk(), "status": "retired",
+            "at": format_created_at(other.created_at), "by": "system: seal_pin_journal",
+            "channel": "seal of the existing pin log",
+        })
+        report.append(f"{other.status:<7} {key.key_id}  {key.fingerprint_grouped}")
+    for entry in PinEntry.objects.order_by("id"):
+        try:
+            key = pinned_key(entry)
+        except KeyRefused:
+            report.append(f"skipped pin entry {entry.pk}: it holds a key the kernel refuses")
+            continue
+        event: dict[str, Any] = {
+            "action": str(entry.action), "key_id": key.key_id, "jwk": key.to_jwk(),
+            "at": format_created_at(entry.created_at), "by": entry.actor_label, "channel": entry.channel,
+            "note": entry.note,
+        }
+        if entry.action == PinAction.REVOKE:
+            event["reason"] = entry.reason
+        else:
+            event["purpose"] = str(entry.purpose)
+        events.append(event)
+        foreign = not SigningKey.objects.filter(key_id=key.key_id).exists()
+        if entry.action == PinAction.PIN and entry.purpose == PinPurpose.PROOF_SIGNING and foreign:
+            report.append(f"pinned  {key.key_id}  {key.fingerprint_grouped} (another issuer, proof-signing)")
+    return trust.seal(events, active=private, active_since=format_created_at(row.created_at)), report

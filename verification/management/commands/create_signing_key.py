@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from verification import signing
+from verification import signing, trust
 from verification.models import SigningKey
 from verification.services.keys import signing_key_create
 from verification.signing import SigningKeyUnavailable
@@ -34,3 +34,6 @@ class Command(BaseCommand):
         verb = "created signing key" if created else "signing key already active:"
         self.stdout.write(f"{verb} {row.key_id} ({describe(row)})")
         self.stdout.write(f"fingerprint: {row.public.fingerprint_grouped}")
+        if not trust.journal_exists():
+            self.stderr.write("no pin journal yet: an existing deployment seals its pin log once with "
+                              "'manage.py seal_pin_journal' (docs/trust-root.md)")
