@@ -212,8 +212,8 @@ class TaskClaimsView(ApiView):
         operation_id="tasks_claim",
         summary="Claim a task",
         description=(
-            "Records that the token's actor claimed the task in its current cycle (the body is `{}`). "
-            + _scopes_text("claims:write")
+            "Records that the token's actor claimed the task in its current cycle (the body is `{}`). The acceptor "
+            "of the cycle's contract never claims it (403 `self-contract-acceptance`). " + _scopes_text("claims:write")
         ),
         request=s.EmptySerializer,
         responses={201: s.ClaimResponseSerializer, **_errors(*WRITE_ERRORS)},
@@ -234,8 +234,9 @@ class TaskContractView(ApiView):
         operation_id="tasks_accept_contract",
         summary="Accept a rubric as the contract of the task's current cycle",
         description=(
-            "Refused (403 `self-contract-acceptance`) for an actor that claimed the task in this cycle. "
-            + _scopes_text("contracts:write")
+            "Only the task owner or a contract-owner actor (403 `not-task-owner`); once per cycle (409 "
+            "`contract-already-accepted`: reopen to use another rubric); never by a worker of the cycle, a claimant or "
+            "a submitter (403 `self-contract-acceptance`). " + _scopes_text("contracts:write")
         ),
         request=s.ContractRequestSerializer,
         responses={201: s.ContractResponseSerializer, **_errors(*WRITE_ERRORS)},
@@ -256,8 +257,8 @@ class TaskReopenView(ApiView):
         operation_id="tasks_reopen",
         summary="Reopen a task (start a new cycle)",
         description=(
-            "The new cycle needs its own contract; claims and approvals of earlier cycles do not count. "
-            + _scopes_text("tasks:write")
+            "The new cycle needs its own contract; claims and approvals of earlier cycles do not count. Only the task "
+            "owner or a portal admin (403 `not-task-owner`). " + _scopes_text("tasks:write")
         ),
         request=s.EmptySerializer,
         responses={201: s.CycleResponseSerializer, **_errors(*WRITE_ERRORS)},
@@ -279,7 +280,8 @@ class TaskCasesView(ApiView):
         summary="Freeze an evaluation case of a task",
         description=(
             "A semantic judgment is grounded only when bound (`case_digest`) to a frozen case of its task (SPEC §6). "
-            "Idempotent on the text. " + _scopes_text("tasks:write")
+            "Idempotent on the text. Only the task owner or a contract-owner actor (403 `not-task-owner`). "
+            + _scopes_text("tasks:write")
         ),
         request=s.CaseRequestSerializer,
         responses={201: s.CaseResponseSerializer, **_errors(*WRITE_ERRORS)},
@@ -586,7 +588,8 @@ class VerificationEvidenceView(ApiView):
             "Runs a new verification of the same subject with the old bindings and these (a symbol bound again is "
             "replaced); its first receipt supersedes the old head. 409 `not-awaiting-evidence` when the verification "
             "met its contract, is still running or was superseded. Bounded sync as for a submission; `Location` names "
-            "the new verification. " + _scopes_text("verifications:write")
+            "the new verification. Only its submitter or a worker of its cycle (403 `not-a-worker-of-this-cycle`). "
+            + _scopes_text("verifications:write")
         ),
         request=s.MoreEvidenceRequestSerializer,
         responses={**_BOUNDED_RESPONSES, **_errors(*WRITE_ERRORS, 409)},
