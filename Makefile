@@ -2,7 +2,6 @@
 # make test  - the test suite with coverage, then the lint gates (ruff, mypy --strict on the kernel, structural gate)
 # make lint  - the lint gates alone
 # make bench - the benchmarks in bench/
-# make chaos - fault injection (scripts/chaos.py): its own PostgreSQL and Redis, 1,000 submissions per fault
 # make clean - caches and install stamps (never var/, never the virtualenv itself)
 
 SHELL := /bin/bash
@@ -13,7 +12,7 @@ STAMP_RUN := $(VENV)/.stamp-requirements
 STAMP_DEV := $(VENV)/.stamp-requirements-dev
 PYTHON_CANDIDATES := python3.11 python3.12 python3.13 python3
 
-.PHONY: run test lint bench chaos clean
+.PHONY: run test lint bench clean
 
 $(PY):
 	@py=""; \
@@ -66,9 +65,6 @@ lint: $(STAMP_DEV)
 
 bench: $(STAMP_DEV)
 	$(PY) bench/run.py
-
-chaos: $(STAMP_DEV)
-	$(PY) scripts/chaos.py --per-fault 1000
 
 clean:
 	rm -f $(STAMP_RUN) $(STAMP_DEV) .coverage .coverage.*

@@ -23,6 +23,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from verification.api.errors import ApiError
+from verification.kernel import limits
 from verification.kernel.digests import is_digest
 from verification.kernel.expressions import is_symbol
 from verification.kernel.reasons import Reason
@@ -84,6 +85,31 @@ class StrictFloatField(serializers.FloatField):
         return float(super().to_internal_value(data))
 
 
+class DurationSecondsField(StrictIntegerField):
+    """Whole seconds, 1 to 100 years (SPEC §3 "Numbers at the boundary"; the range is ``kernel.limits``')."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", limits.DURATION_MIN_SECONDS)
+        kwargs.setdefault("max_value", limits.DURATION_MAX_SECONDS)
+        super().__init__(**kwargs)
+
+
+class WeightField(StrictFloatField):
+    """A finite weight above 0 and at most 10^6 (SPEC §3; ``kernel.limits``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_value", limits.WEIGHT_MAX)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        try:
+            return limits.weight(data)
+        except limits.OutOfRange as exc:
+            raise ValidationError(str(exc)) from None
+
+
 class StrictBooleanField(serializers.BooleanField):
     """``true`` or ``false`` only."""
 
@@ -114,7 +140,10 @@ class StrictDateTimeField(serializers.DateTimeField):
             self.fail("invalid", format="RFC 3339 with a time zone")
         if parsed.tzinfo is None or parsed.utcoffset() is None:
             self.fail("invalid", format="RFC 3339 with a time zone (Z or +hh:mm)")
-        return parsed
+        try:  # SPEC §3: between 1970 and 9999 in UTC after the offset
+            return limits.moment(parsed)
+        except limits.OutOfRange as exc:
+            raise ValidationError(str(exc)) from None
 
 
 class DigestField(StrictCharField):
@@ -210,14 +239,14 @@ class EmptySerializer(StrictSerializer):
 
 class EvidencePolicySerializer(StrictSerializer):
     min_trust_tier = StrictCharField(required=False, allow_null=True, help_text="T0..T3 or deterministic, ...")
-    max_age_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    max_age_seconds = DurationSecondsField(required=False, allow_null=True)
 
 
 class RubricCriterionSerializer(StrictSerializer):
     id = StrictCharField(max_length=128)
     kind = StrictChoiceField(choices=CRITERION_KINDS)
     hard = StrictBooleanField(required=False, help_text="default true")
-    weight = StrictFloatField(required=False, help_text="a positive number; default 1")
+    weight = WeightField(required=False, help_text="a finite number above 0, at most 10^6; default 1")
     observable = StrictCharField(
         required=False, allow_null=True, help_text="only evidence.content-digest is decidable (SPEC §5)"
     )
@@ -226,7 +255,7 @@ class RubricCriterionSerializer(StrictSerializer):
     )
     symbol = StrictCharField(required=False, allow_null=True, max_length=128)
     policy = EvidencePolicySerializer(required=False, allow_null=True)
-    deadline_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    deadline_seconds = DurationSecondsField(required=False, allow_null=True)
     on_expiry = StrictCharField(required=False, allow_null=True, help_text="UNKNOWN (default), FAIL or NOT_RUN")
     description = StrictCharField(required=False, allow_blank=True, max_length=MAX_TEXT)
 
@@ -294,7 +323,7 @@ class EvidenceRequestSerializer(StrictSerializer):
     evidence_type = StrictChoiceField(choices=EVIDENCE_TYPES, required=False)
     mutability = StrictChoiceField(choices=MUTABILITIES, required=False)
     collected_at = StrictDateTimeField(required=False, allow_null=True)
-    max_age_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    max_age_seconds = DurationSecondsField(required=False, allow_null=True)
     expires_at = StrictDateTimeField(required=False, allow_null=True)
     custody = StrictCharField(required=False, allow_blank=True, max_length=300)
     task = StrictCharField(required=False, allow_null=True, max_length=ID_MAX)
@@ -324,7 +353,7 @@ class EvidenceBindingSerializer(StrictSerializer):
     media_type = StrictCharField(required=False, max_length=200, help_text="inline bytes only; default text/plain")
     evidence_type = StrictChoiceField(choices=EVIDENCE_TYPES, required=False, help_text="inline bytes only")
     collected_at = StrictDateTimeField(required=False, allow_null=True, help_text="inline bytes only")
-    max_age_seconds = StrictIntegerField(required=False, allow_null=True, min_value=1, help_text="inline bytes only")
+    max_age_seconds = DurationSecondsField(required=False, allow_null=True, help_text="inline bytes only")
     expires_at = StrictDateTimeField(required=False, allow_null=True, help_text="inline bytes only")
     as_manifest = StrictBooleanField(required=False, help_text="the submitter binds it as its own change manifest")
 
@@ -339,8 +368,8 @@ class EvidenceBindingSerializer(StrictSerializer):
 
 class CitationSerializer(StrictSerializer):
     evidence_id = StrictCharField(max_length=ID_MAX)
-    start = StrictIntegerField(min_value=0, help_text="code-point offset")
-    end = StrictIntegerField(min_value=0, help_text="code-point offset, exclusive")
+    start = StrictIntegerField(min_value=0, max_value=limits.OFFSET_MAX, help_text="code-point offset")
+    end = StrictIntegerField(min_value=0, max_value=limits.OFFSET_MAX, help_text="code-point offset, exclusive")
     quote = StrictCharField(allow_blank=True, max_length=MAX_TEXT)
     quote_hash = StrictCharField(max_length=100, help_text='"sha256:" + hex(sha256(utf8(quote)))')
 

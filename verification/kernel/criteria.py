@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
+from verification.kernel import limits
 from verification.kernel.actors import normalize_actor_id
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import is_digest, sha256_digest
@@ -113,10 +113,10 @@ class Criterion:
             raise _malformed(f"criterion {cid!r}: unknown kind {self.kind!r}")
         if not isinstance(self.hard, bool):
             raise _malformed(f"criterion {cid!r}: hard must be true or false")
-        weight = self.weight
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-            raise _malformed(f"criterion {cid!r}: weight must be a positive finite number")
-        object.__setattr__(self, "weight", float(weight))
+        try:  # SPEC §3: finite, above 0, at most 10^6 (the weighted score's sums stay finite)
+            object.__setattr__(self, "weight", limits.weight(self.weight))
+        except limits.OutOfRange as exc:
+            raise _malformed(f"criterion {cid!r}: weight {exc}") from None
         if not isinstance(self.description, str):
             raise _malformed(f"criterion {cid!r}: description must be text")
         if self.symbol is not None and not is_symbol(self.symbol):
@@ -255,9 +255,11 @@ def _canonical(doc: object) -> bytes:
 
 
 def _positive_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _malformed(f"{what} must be a positive integer number of seconds")
-    return value
+    """A duration in whole seconds within SPEC §3's range (``limits``): at least 1, at most 100 years."""
+    try:
+        return limits.duration_seconds(value)
+    except limits.OutOfRange as exc:
+        raise _malformed(f"{what} {exc}") from None
 
 
 def _optional_str(entry: Mapping[str, Any], key: str, cid: str) -> str | None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from verification import storage
 from verification.errors import ServiceError
+from verification.kernel import limits
 from verification.kernel.evidence import (
     AdmissionSource,
     EvidenceType,
@@ -60,6 +61,12 @@ def tier_for(evidence: Evidence, *, producer: Actor | None, claimants: frozenset
 def _aware(value: datetime | None, what: str) -> datetime | None:
     if value is not None and (not isinstance(value, datetime) or timezone.is_naive(value)):
         raise ServiceError(Reason.INVALID_REQUEST, f"{what} must be a timezone-aware time")
+    if value is not None:
+        try:  # SPEC §3: numbers at the boundary (kernel.limits)
+            limits.moment(value)
+        except limits.OutOfRange as exc:
+            fields = {what: [str(exc)]}
+            raise ServiceError(Reason.INVALID_REQUEST, f"{what} {exc}", details={"fields": fields}) from None
     return value
 
 
@@ -117,10 +124,12 @@ def evidence_admit(
         raise ServiceError(Reason.INVALID_REQUEST, f"unknown evidence_type {evidence_type!r} or mutability") from None
     if not isinstance(media_type, str) or not media_type.strip() or len(media_type) > MAX_MEDIA_TYPE:
         raise ServiceError(Reason.INVALID_REQUEST, "media_type is a non-blank string")
-    if max_age_seconds is not None and (
-        isinstance(max_age_seconds, bool) or not isinstance(max_age_seconds, int) or max_age_seconds <= 0
-    ):
-        raise ServiceError(Reason.INVALID_REQUEST, "max_age_seconds is a positive integer")
+    if max_age_seconds is not None:
+        try:  # SPEC §3: numbers at the boundary (kernel.limits)
+            limits.duration_seconds(max_age_seconds)
+        except limits.OutOfRange as exc:
+            fields = {"max_age_seconds": [str(exc)]}
+            raise ServiceError(Reason.INVALID_REQUEST, f"max_age_seconds {exc}", details={"fields": fields}) from None
     _aware(collected_at, "collected_at")
     _aware(expires_at, "expires_at")
     if not isinstance(custody, str) or len(custody) > MAX_CUSTODY:

@@ -59,6 +59,7 @@ from verification import storage
 from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel import actors as kactors
+from verification.kernel import limits
 from verification.kernel.canonical import canonicalize, loads_strict
 from verification.kernel.chain import format_created_at
 from verification.kernel.contracts import first_claim_at, subject_key
@@ -197,7 +198,10 @@ def _time(value: object, what: str) -> datetime | None:
         raise _invalid(f"{what} is not an RFC 3339 time") from None
     if timezone.is_naive(parsed):
         raise _invalid(f"{what} needs a UTC offset (e.g. Z)")
-    return parsed
+    try:  # SPEC §3: numbers at the boundary (kernel.limits)
+        return limits.moment(parsed)
+    except limits.OutOfRange as exc:
+        raise _invalid(f"{what} {exc}", fields={what: [str(exc)]}) from None
 
 
 def _decode(text: object, index: int) -> bytes:
@@ -251,8 +255,11 @@ def _parse_binding(entry: object, index: int) -> tuple[_Binding, dict[str, Any]]
     content = _decode(entry["content_base64"], index)
     hashed["content_base64"] = sha256_digest(content)  # SPEC §7: inline content enters the hash as its sha256
     max_age = entry.get("max_age_seconds")
-    if max_age is not None and (isinstance(max_age, bool) or not isinstance(max_age, int) or max_age <= 0):
-        raise _invalid(f"{where}.max_age_seconds is a positive integer")
+    if max_age is not None:
+        try:  # SPEC §3: numbers at the boundary (kernel.limits)
+            limits.duration_seconds(max_age)
+        except limits.OutOfRange as exc:
+            raise _invalid(f"{where}.max_age_seconds {exc}", fields={f"{where}.max_age_seconds": [str(exc)]}) from None
     for name in ("media_type", "evidence_type"):
         if name in entry and not isinstance(entry[name], str):
             raise _invalid(f"{where}.{name} is a string")
