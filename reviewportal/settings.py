@@ -233,6 +233,14 @@ REVIEWPORTAL_CHECKPOINT_LOG = (
     if _checkpoint_log is None
     else str(Path(_checkpoint_log) if Path(_checkpoint_log).is_absolute() else REPO_ROOT / _checkpoint_log)
 )
+#: The pin journal, the trust root outside the database (SPEC §8; docs/trust-root.md). Unset: ``pin-journal.log`` in
+#: the var dir (resolved when used); a relative path is taken from the repository root.
+_pin_journal = env_str("REVIEWPORTAL_PIN_JOURNAL")
+REVIEWPORTAL_PIN_JOURNAL = (
+    None
+    if _pin_journal is None
+    else str(Path(_pin_journal) if Path(_pin_journal).is_absolute() else REPO_ROOT / _pin_journal)
+)
 #: How often Celery beat runs the audit (``celery -A reviewportal beat``); ``manage.py audit_chains`` runs it by hand.
 REVIEWPORTAL_AUDIT_INTERVAL_SECONDS = _env_int("REVIEWPORTAL_AUDIT_INTERVAL_SECONDS", default=3600, minimum=60)
 #: Rows per page of the security log and the evidence list.
