@@ -79,6 +79,18 @@ elif env_bool("REVIEWPORTAL_DB_PREPARED_STATEMENTS", default=True):
     # planning them costs more than running them). Django's own queries bind client-side and are never prepared.
     # Set 0 behind a pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+
+# Least privilege (SPEC §8, docs/database-roles.md): DATABASE_URL is the application role; the tables' owner, through
+# this second URL, runs the migrations (alias "owner", which our ``migrate`` picks by default). Unset: the
+# default connection does everything, as before.
+_migrate_database_url = env_str("REVIEWPORTAL_MIGRATE_DATABASE_URL")
+if _migrate_database_url is not None:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ConfigurationError("REVIEWPORTAL_MIGRATE_DATABASE_URL", "a separate owner role needs PostgreSQL")
+    DATABASES["owner"] = database_from_url(_migrate_database_url, "REVIEWPORTAL_MIGRATE_DATABASE_URL")
+    if DATABASES["owner"]["ENGINE"] != DATABASES["default"]["ENGINE"]:
+        raise ConfigurationError("REVIEWPORTAL_MIGRATE_DATABASE_URL", "must name a PostgreSQL database too")
+DATABASE_ROUTERS = ["verification.db_roles.OwnerMigrationsRouter"]
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # A database that does not answer fails a connection in seconds (a 503 with Retry-After, a retried run), not
     # after the operating system's TCP timeout of minutes (docs/deployment.md).

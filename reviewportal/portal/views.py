@@ -281,9 +281,17 @@ def post_or_page(view: Any) -> Any:
 @reviewer_required
 @never_cache
 def renew(request: HttpRequest, verification_id: str) -> JsonResponse:
-    """Called by static/js/portal.js while the review page is open: extend the lease (JSON)."""
+    """Called by static/js/portal.js while the review page is open: extend the lease (JSON).
+
+    Only after the reviewer did something: the page sends ``active=1`` when a key, a click, a scroll or a pointer move
+    happened since its last renewal, and sends nothing from a hidden tab. A renewal without it is refused
+    (``review-lease-idle``, 409) and the lease left to run out, so an abandoned item returns to the queue."""
     verification = _verification_or_404(verification_id)
     try:
+        if request.POST.get("active") != "1":
+            raise ServiceError(
+                Reason.REVIEW_LEASE_IDLE, "no activity on the page since the last renewal", status=409
+            )
         lease = reviews.review_renew(user=request.user, verification=verification)
     except KernelError as exc:
         refusal = _refusal(exc)

@@ -237,7 +237,10 @@
     if (index >= 0) select(index);
   });
 
-  // --- renewing the review lease while the page is open ------------------------------------------------------------
+  // --- renewing the review lease while the reviewer works (issue 11 item 7) --------------------------------------
+  // A renewal goes out only when the reviewer pressed a key, clicked, scrolled or moved the pointer since the last
+  // one, and never from a hidden tab: an idle or background review page lets its lease run out as configured, and
+  // the item returns to the queue. The server refuses a renewal that does not say "active=1" (review-lease-idle).
   function startLeaseRenewal() {
     var holder = document.querySelector("[data-lease-renew-url]");
     if (!holder) return;
@@ -245,16 +248,29 @@
     var every = Number(holder.getAttribute("data-lease-renew-seconds")) || 60;
     var status = document.querySelector("[data-lease-status]");
     var timer = null;
+    var active = false;
+
+    function noteActivity() {
+      if (!document.hidden) active = true;
+    }
+    ["keydown", "pointerdown", "pointermove", "wheel", "scroll", "touchstart", "input"].forEach(function (name) {
+      document.addEventListener(name, noteActivity, { passive: true, capture: true });
+    });
 
     function renew() {
+      if (document.hidden || !active) return;
+      active = false;
+      var body = new URLSearchParams();
+      body.set("active", "1");
       fetch(url, {
         method: "POST",
         credentials: "same-origin",
         headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
+        body: body,
       })
         .then(function (response) {
-          return response.json().then(function (body) {
-            return { ok: response.ok, body: body };
+          return response.json().then(function (result) {
+            return { ok: response.ok, body: result };
           });
         })
         .then(function (result) {
@@ -269,15 +285,11 @@
           }
         })
         .catch(function () {
-          /* a network blip: the next tick tries again */
+          active = true; /* a network blip: the next tick tries again with the activity it lost */
         });
     }
 
-    // While the page is open, visible or not (a background tab's timers slow down, still far inside the lease).
     timer = window.setInterval(renew, every * 1000);
-    document.addEventListener("visibilitychange", function () {
-      if (!document.hidden) renew();
-    });
   }
 
   function ready() {

@@ -218,6 +218,8 @@ def test_the_open_review_page_renews_its_lease(
     every = int(page.locator("[data-lease-renew-url]").get_attribute("data-lease-renew-seconds") or "0")
     assert every == 300  # a third of the 15-minute lease
     ReviewLease.objects.filter(verification=item).update(expires_at=timezone.now() + timedelta(seconds=30))
+    page.mouse.move(40, 40)  # the reviewer is at work: renewals follow activity only (issue 11 item 7)
+    page.mouse.move(60, 80)
     with page.expect_response(re.compile(rf".*/review/{item.pk}/renew$")) as renewal:
         page.clock.run_for(every * 1000 + 1000)
     assert renewal.value.status == 200

@@ -417,11 +417,11 @@ def test_the_lease_is_renewed_while_the_page_is_open(queue: Queue, reviewer: Any
     client.post(f"/review/{verification.pk}/claim")
     lease = ReviewLease.objects.get(verification=verification)
     ReviewLease.objects.filter(pk=lease.pk).update(expires_at=timezone.now() + timedelta(seconds=5))
-    response = client.post(f"/review/{verification.pk}/renew")
+    response = client.post(f"/review/{verification.pk}/renew", {"active": "1"})  # the reviewer did something
     assert response.status_code == 200
     lease.refresh_from_db()
     assert lease.expires_at > timezone.now() + timedelta(minutes=14)
-    other = _client(reviewer2).post(f"/review/{verification.pk}/renew")
+    other = _client(reviewer2).post(f"/review/{verification.pk}/renew", {"active": "1"})
     assert other.status_code == 409 and other.json()["code"] == "review-lease-not-held"
 
 

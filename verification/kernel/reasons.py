@@ -150,6 +150,7 @@ class Reason(StrEnum):
     RUN_FAILED = "run-failed"
     # --- the reviewer queue (issue 5) ------------------------------------------------------------------------
     REVIEW_LEASE_NOT_HELD = "review-lease-not-held"
+    REVIEW_LEASE_IDLE = "review-lease-idle"
     ALREADY_DECIDED = "already-decided"
     NOT_IN_REVIEW_QUEUE = "not-in-review-queue"
 
@@ -289,6 +290,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.NOT_AWAITING_EVIDENCE: "This verification is not waiting for more evidence (it met its contract or was superseded).",
     Reason.RUN_FAILED: "The run failed operationally after its last attempt; it has no determination and no receipt.",
     Reason.REVIEW_LEASE_NOT_HELD: "You do not hold this item: its lease ran out, was released, or another reviewer holds it; claim it first.",
+    Reason.REVIEW_LEASE_IDLE: "No reviewer activity on the review page since the last renewal: the lease is not extended and runs out as configured.",
     Reason.ALREADY_DECIDED: "A person has already decided this verification; that decision receipt stands.",
     Reason.NOT_IN_REVIEW_QUEUE: "This verification is not in the review queue: it is not flagged, was decided or superseded, or waits for evidence.",
     Reason.WORKER_SELF_VERIFICATION: "An actor who claimed the task in this cycle cannot verify it.",

@@ -4,7 +4,7 @@ Every function checks that the acting user may administer users (``reviewportal.
 check it too, STYLE §10), does one thing in one transaction, and puts it on the security log. Roles are the groups
 of ``reviewportal.roles`` (migration ``reviewportal/0001_roles``). Deactivating a user takes effect at once: their
 review leases are released (through the review service's release), their API tokens revoked, and their sessions
-stop authenticating (Django refuses an inactive user on every request).
+deleted (so reactivating them later does not revive an old cookie).
 """
 
 from __future__ import annotations
@@ -124,6 +124,30 @@ class Deactivation:
 
     leases_released: int
     tokens_revoked: int
+    sessions_ended: int = 0
+
+
+def _end_sessions(user: Any) -> int:
+    """Delete every stored session signed in as ``user`` (issue 11 item 7): an inactive user's cookie must not come
+    back to life when an admin reactivates them. Only the live sessions are read (idle ones expire in
+    ``SESSION_IDLE_SECONDS``), each decoded to find its user; the session engine must keep them in the database."""
+    from importlib import import_module
+
+    from django.conf import settings
+
+    engine = import_module(settings.SESSION_ENGINE)
+    store = engine.SessionStore
+    if not hasattr(store, "get_model_class"):
+        raise ServiceError(Reason.INVALID_REQUEST, f"sessions in {settings.SESSION_ENGINE} cannot be listed per user")
+    model = store.get_model_class()
+    wanted = str(user.pk)
+    ended = 0
+    live = model.objects.filter(expire_date__gt=timezone.now()).only("session_key", "session_data")
+    for row in live.iterator():
+        if str(row.get_decoded().get("_auth_user_id", "")) == wanted:
+            store(session_key=row.session_key).delete()  # the row, and the cached copy for a cached engine
+            ended += 1
+    return ended
 
 
 def _release_leases(user: Any) -> int:
@@ -149,7 +173,7 @@ def _release_leases(user: Any) -> int:
 
 @transaction.atomic
 def user_deactivate(*, by: Any, user: Any, reason: str) -> Deactivation:
-    """Deactivate a user at once: release their review leases, revoke their API tokens, refuse their sessions.
+    """Deactivate a user at once: release their review leases, revoke their API tokens, delete their sessions.
 
     An admin cannot deactivate themselves (``permission-denied``). Idempotent for an inactive user (nothing to end).
     """
@@ -166,12 +190,16 @@ def user_deactivate(*, by: Any, user: Any, reason: str) -> Deactivation:
     if locked.is_active:
         locked.is_active = False
         locked.save(update_fields=["is_active"])
+    sessions = _end_sessions(locked)  # even when already inactive: a reactivation must find none
     security_log_record(
         kind=SecurityEventKind.USER_DEACTIVATE, user=by, target=locked.get_username(),
-        detail={"user": locked.pk, "reason": why, "leases_released": leases, "tokens_revoked": tokens},
+        detail={
+            "user": locked.pk, "reason": why, "leases_released": leases, "tokens_revoked": tokens,
+            "sessions_ended": sessions,
+        },
     )
     user.is_active = False
-    return Deactivation(leases_released=leases, tokens_revoked=tokens)
+    return Deactivation(leases_released=leases, tokens_revoked=tokens, sessions_ended=sessions)
 
 
 @transaction.atomic
