@@ -1,7 +1,9 @@
 """One-time setup that must happen before Django starts: ``python -m reviewportal.bootstrap``.
 
 Creates the var directory (mode 0700) and ``var/secret_key`` (mode 0600) with an exclusive create, so two processes
-cannot race and an existing key is never replaced. Idempotent. Plain Python: needs no Django settings.
+cannot race and an existing key is never replaced; creates the SQLite database file with mode 0600 (or narrows an
+existing one), and warns when the var directory is open to the group or other users (``make run`` runs this first).
+Idempotent. Plain Python: needs no Django settings.
 """
 
 from __future__ import annotations
@@ -46,10 +48,53 @@ def ensure_secret_key(directory: Path) -> bool:
     return True
 
 
+def sqlite_path(directory: Path) -> Path | None:
+    """The SQLite database file the portal will open: ``<var>/reviewportal.sqlite3`` by default, the path of a
+    ``sqlite:///`` DATABASE_URL, or None for any other database."""
+    url = env_str("DATABASE_URL")
+    if url is None:
+        return directory / "reviewportal.sqlite3"
+    if url.lower().startswith("sqlite:///") and url[len("sqlite:///"):] not in ("", ":memory:"):
+        return Path(url[len("sqlite:///"):])
+    return None
+
+
+def ensure_private_database(path: Path) -> str:
+    """Create the SQLite database file empty with mode 0600 (exclusive create: an empty file is an empty database),
+    or narrow an existing one to 0600. SQLite gives its -wal and -shm files the database file's mode. Returns what
+    was done: ``created``, ``narrowed`` or ``kept``."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)
+            return "narrowed"
+        return "kept"
+    os.close(fd)
+    return "created"
+
+
+def readable_by_others(directory: Path) -> bool:
+    """True when the var directory lets its group or other users in (it holds the key, the database, the logs)."""
+    return bool(directory.stat().st_mode & 0o077)
+
+
 def main() -> int:
     directory = var_dir()
     if ensure_var_dir(directory):
         print(f"bootstrap: created {directory}")
+    if readable_by_others(directory):
+        mode = oct(directory.stat().st_mode & 0o777)
+        print(
+            f"bootstrap: WARNING: {directory} has mode {mode}: group or other users can reach the secret key and the "
+            f"database; run: chmod 700 {directory}",
+            file=sys.stderr,
+        )
+    database = sqlite_path(directory)
+    if database is not None and database.parent.is_dir():
+        done = ensure_private_database(database)
+        if done != "kept":
+            print(f"bootstrap: {done} {database} (mode 0600)")
     if env_str("SECRET_KEY") is not None:
         print("bootstrap: SECRET_KEY is set in the environment; no key file needed")
     elif ensure_secret_key(directory):

@@ -350,7 +350,13 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
 @csrf_exempt
 @require_POST
 def csp_report(request: HttpRequest) -> HttpResponseBase:
-    """Browsers report CSP violations here (``report-uri``); each is logged as a warning. Never an error page."""
+    """Browsers report CSP violations here (``report-uri``); each is logged as a warning. Never an error page.
+
+    Anyone can post here, so (issue 11): at most ``REVIEWPORTAL_CSP_REPORTS_PER_MINUTE`` reports per client address
+    a minute are logged (429 beyond, nothing logged), and every logged value has its control characters escaped, so
+    a report cannot forge log lines or terminal escapes."""
+    if not _csp_report_allowed(request):
+        return HttpResponse(status=429, headers={"Retry-After": str(CSP_REPORT_WINDOW_SECONDS)})
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -366,11 +372,39 @@ def csp_report(request: HttpRequest) -> HttpResponseBase:
         report = {}
     csp_logger.warning(
         "csp violation: %s blocked %s on %s",
-        str(report.get("violated-directive") or report.get("effective-directive") or "?")[:200],
-        str(report.get("blocked-uri") or "?")[:200],
-        str(report.get("document-uri") or "?")[:200],
+        _loggable(report.get("violated-directive") or report.get("effective-directive")),
+        _loggable(report.get("blocked-uri")),
+        _loggable(report.get("document-uri")),
     )
     return HttpResponse(status=204)
+
+
+CSP_REPORT_WINDOW_SECONDS: Final = 60
+
+
+def _csp_report_allowed(request: HttpRequest) -> bool:
+    """A fixed one-minute window per client address (``REMOTE_ADDR`` only, like the login throttle), in the cache."""
+    from django.core.cache import cache
+
+    limit = int(getattr(settings, "REVIEWPORTAL_CSP_REPORTS_PER_MINUTE", 30))
+    key = f"csp-report:{request.META.get('REMOTE_ADDR') or '?'}"
+    cache.add(key, 0, timeout=CSP_REPORT_WINDOW_SECONDS)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr: a new window
+        cache.set(key, 1, timeout=CSP_REPORT_WINDOW_SECONDS)
+        count = 1
+    return count <= limit
+
+
+def _loggable(value: Any, limit: int = 200) -> str:
+    """At most ``limit`` characters of ``value``, every non-printable one (newlines, ESC, NUL, U+2028, ...) escaped."""
+    text = str(value or "?")[:limit]
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(c: str) -> str:
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
 
 
 @require_GET
