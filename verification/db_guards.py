@@ -57,6 +57,7 @@ APPEND_ONLY_TABLES: Final = (
     "verification_securitylogentry",  # 0006
     "verification_auditleaf",  # 0006
     "verification_auditrun",  # 0006
+    "verification_auditrecordleaf",  # 0012
 )
 
 

@@ -808,6 +808,26 @@ class AuditLeaf(AppendOnlyModel):
         return f"leaf {self.position}: {self.verification_id} seq {self.seq}"
 
 
+class AuditRecordLeaf(AppendOnlyModel):
+    """A position in the audit's Merkle tree held by a record other than a receipt (SPEC §8): a finding, a finding
+    event, a security-log entry or a pin-log entry (``kind``), by its id (``ref``). Positions are shared with
+    ``AuditLeaf`` (one tree); ``digest`` is the record's leaf encoding when the position was assigned (a diagnostic:
+    the leaf's data is the encoding of the record found *now*, ``services.audit.record_leaf``)."""
+
+    position = models.PositiveBigIntegerField(primary_key=True)
+    kind = models.CharField(max_length=16)
+    ref = models.BigIntegerField()
+    digest = models.CharField(max_length=HEX64_MAX)
+    added_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("position",)
+        constraints = [models.UniqueConstraint(fields=["kind", "ref"], name="auditrecordleaf_one_per_record")]
+
+    def __str__(self) -> str:
+        return f"leaf {self.position}: {self.kind} {self.ref}"
+
+
 class AuditRun(AppendOnlyModel):
     """One run of the continuous audit, recorded when it ends (``services.audit.audit_run``)."""
 

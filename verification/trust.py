@@ -32,6 +32,7 @@ from django.conf import settings
 from verification import signing
 from verification.kernel.journal import JournalKey, JournalRefused, JournalState, build_line, verify_journal
 from verification.kernel.keys import PrivateKey, PublicKey
+from verification.kernel.reasons import Reason
 from verification.kernel.verifier import TrustedKey
 from verification.signing import SigningKeyUnavailable
 
@@ -121,7 +122,7 @@ def _lines(path: Path) -> list[str]:
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError) as exc:
-        raise JournalRefused(f"{path}: cannot be read ({type(exc).__name__})") from None
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{path}: cannot be read ({type(exc).__name__})") from None
     return [line for line in text.split("\n") if line.strip()]
 
 
@@ -290,7 +291,8 @@ def seal(events: list[dict[str, Any]], *, active: PrivateKey, active_since: str)
         raise JournalExists(f"{path} exists already")
     genesis = {
         "action": "own-key", "key_id": active.public_key.key_id, "jwk": active.public_key.to_jwk(),
-        "status": "active", "at": active_since, "by": "system: seal_pin_journal", "channel": "seal of the existing pin log",
+        "status": "active", "at": active_since, "by": "system: seal_pin_journal",
+        "channel": "seal of the existing pin log",
     }
     lines: list[str] = []
     head: str | None = None

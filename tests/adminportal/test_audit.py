@@ -50,6 +50,12 @@ def _codes(report: audit.AuditReport) -> set[tuple[str, str]]:
 # --- a clean run ----------------------------------------------------------------------------------------------------
 
 
+def _record_leaves() -> int:
+    from verification.models import AuditRecordLeaf
+
+    return AuditRecordLeaf.objects.count()
+
+
 def test_a_clean_audit_verifies_every_chain_and_appends_a_signed_tree_head(
     chain: Any, make_verification: Any, checkpoint_log: Path, signing_key: Any
 ) -> None:
@@ -60,12 +66,16 @@ def test_a_clean_audit_verifies_every_chain_and_appends_a_signed_tree_head(
     report = audit_run()
 
     assert report.ok and report.problems == []
-    assert (report.chains, report.receipts, report.tree_size, report.leaves_added) == (2, 6, 6, 6)
+    records = _record_leaves()  # the pin log's entries (and any security-log entry) are leaves too (SPEC §8)
+    assert records >= 1
+    assert (report.chains, report.receipts, report.tree_size, report.leaves_added) == (2, 6, 6 + records, 6 + records)
     assert report.consistent is None  # the first checkpoint: nothing to compare with
     lines = _lines(checkpoint_log)
     assert len(lines) == 1
     checkpoint = parse_checkpoint(lines[0], line=1)
-    assert (checkpoint.tree_size, checkpoint.root_hash, checkpoint.key_id) == (6, report.root_hash, signing_key.key_id)
+    assert (checkpoint.tree_size, checkpoint.root_hash, checkpoint.key_id) == (
+        6 + records, report.root_hash, signing_key.key_id
+    )
     assert verify_checkpoint(checkpoint, signing_key.public)
     assert lines[0] == canonical_text(json.loads(lines[0]))  # the line is RFC 8785 JSON
     # The leaves are the receipts' content hashes, each receipt at the position the audit first gave it.
@@ -73,7 +83,7 @@ def test_a_clean_audit_verifies_every_chain_and_appends_a_signed_tree_head(
     assert [p for p, _ in positions] == list(range(6))
     assert {h for _, h in positions} == set(Receipt.objects.values_list("content_hash", flat=True))
     run = AuditRun.objects.get()
-    assert run.ok and run.checkpoint_written and run.tree_size == 6 and run.root_hash == report.root_hash
+    assert run.ok and run.checkpoint_written and run.tree_size == 6 + records and run.root_hash == report.root_hash
 
 
 def test_the_signature_covers_the_checkpoint_domain_and_every_field(checkpoint_log: Path, signing_key: Any) -> None:
@@ -103,9 +113,10 @@ def test_new_receipts_extend_the_tree_consistently(chain: Any, make_verification
     issue_chain(make_verification(submission_hash="4" * 64))
     second = audit_run()
     assert second.ok and second.consistent is True and second.checkpoint is not None
-    assert (second.checkpoint.tree_size, second.tree_size, second.leaves_added) == (3, 6, 3)
+    records = _record_leaves()
+    assert (second.checkpoint.tree_size, second.tree_size, second.leaves_added) == (3 + records, 6 + records, 3)
     assert second.checkpoint.root_hash == first.root_hash
-    assert [parse_checkpoint(line).tree_size for line in _lines(checkpoint_log)] == [3, 6]
+    assert [parse_checkpoint(line).tree_size for line in _lines(checkpoint_log)] == [3 + records, 6 + records]
 
 
 def test_backdated_receipts_are_appended_not_inserted(
@@ -123,7 +134,8 @@ def test_backdated_receipts_are_appended_not_inserted(
     )
     report = audit_run()
     assert report.ok and report.consistent is True
-    assert AuditLeaf.objects.get(content_hash=late.content_hash).position == 1
+    # position 0: the first receipt; then the records the first run saw (the pin log's entries); then the late one
+    assert AuditLeaf.objects.get(content_hash=late.content_hash).position == 1 + _record_leaves()
 
 
 # --- (a) bytes changed in place ---------------------------------------------------------------------------------------
@@ -355,7 +367,7 @@ def test_a_removed_checkpoint_log_is_noticed(chain: Any, checkpoint_log: Path) -
     first = audit_run()
     checkpoint_log.unlink()
     report = audit_run()
-    assert ("checkpoint-log", "missing", f"3:{first.root_hash}") in {p.refs for p in report.tamper}
+    assert ("checkpoint-log", "missing", f"{first.tree_size}:{first.root_hash}") in {p.refs for p in report.tamper}
 
 
 def test_a_checkpoint_larger_than_the_tree_is_inconsistent(

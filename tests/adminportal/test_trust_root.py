@@ -204,3 +204,73 @@ def test_seal_pin_journal_seals_an_existing_deployment_once(
     with pytest.raises(CommandError, match="refused"):
         call_command("seal_pin_journal", stdout=StringIO())
     assert trust.journal_path().read_bytes() == before
+
+
+# --- checkpoints notice deletion (issue 11 item 6; SPEC §8) ---------------------------------------------------------
+
+APPEND_ONLY_TRUNCATED = (
+    "verification_receipt",
+    "verification_pinentry",
+    "verification_finding",
+    "verification_findingevent",
+    "verification_securitylogentry",
+)
+
+
+def _seed_records(verification: Any) -> None:
+    """A finding (with its raised event) and a security-log entry, so that every kind of leaf is in the tree."""
+    from verification.kernel.findings import Finding as KernelFinding
+    from verification.kernel.findings import FindingKind
+    from verification.models import SecurityEventKind
+    from verification.services.findings import finding_raise
+    from verification.services.security_log import security_log_record
+
+    finding_raise(finding=KernelFinding(kind=FindingKind.DISAGREEMENT, refs=("a", "b"), detail="seed"),
+                  subject="", verification=verification, receipt_refs=[])
+    security_log_record(kind=SecurityEventKind.AUDIT_FINDING, actor_label="system: test", target="seed", detail={})
+
+
+def test_every_kind_of_record_is_a_leaf(chain: Any, checkpoint_log: Path) -> None:
+    from verification.models import AuditRecordLeaf, Finding, FindingEvent, SecurityLogEntry
+
+    verification, _ = chain
+    _seed_records(verification)
+    report = audit_run()
+    assert report.ok
+    kinds = {kind: AuditRecordLeaf.objects.filter(kind=kind).count()
+             for kind in ("finding", "finding-event", "security-log", "pin-log")}
+    assert kinds == {
+        "finding": Finding.objects.count(), "finding-event": FindingEvent.objects.count(),
+        "security-log": SecurityLogEntry.objects.count(), "pin-log": PinEntry.objects.count(),
+    }
+    assert min(kinds.values()) >= 1
+    assert report.tree_size == Receipt.objects.count() + AuditRecordLeaf.objects.count()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("table", APPEND_ONLY_TRUNCATED)
+def test_truncating_an_append_only_table_is_checkpoint_inconsistent(
+    chain: Any, checkpoint_log: Path, table: str
+) -> None:
+    from tests.conftest import as_owner
+    from verification import db_guards
+
+    verification, _ = chain
+    _seed_records(verification)
+    first = audit_run()
+    assert first.ok and first.written is not None
+    with as_owner(), connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        for name in db_guards.APPEND_ONLY_TABLES:  # the guards would refuse: the owner lifts them first
+            cursor.execute(f'ALTER TABLE "{name}" DISABLE TRIGGER USER')
+        cursor.execute(f'TRUNCATE "{table}" CASCADE')
+        for name in db_guards.APPEND_ONLY_TABLES:
+            cursor.execute(f'ALTER TABLE "{name}" ENABLE TRIGGER USER')
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+    report = audit_run()
+    assert report.ok is False
+    codes = {p.code for p in report.tamper}
+    assert Reason.CHECKPOINT_INCONSISTENT in codes, report.problems
+    if table == "verification_receipt":
+        assert Reason.RECEIPT_MISSING in codes
+        assert Reason.UNKNOWN_KEY not in codes

@@ -43,9 +43,6 @@ ACTIONS: Final = ("own-key", "pin", "unpin", "revoke")
 class JournalRefused(KernelError):
     """The journal does not verify (reason ``pin-journal-invalid``; ``detail`` names the line and why)."""
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(Reason.PIN_JOURNAL_INVALID, detail)
-
 
 @dataclass(frozen=True)
 class JournalKey:
@@ -107,20 +104,24 @@ def build_line(*, seq: int, prev_hash: str | None, event: Mapping[str, Any], sig
 def _text(event: Mapping[str, Any], name: str, where: str) -> str:
     value = event.get(name, "")
     if not isinstance(value, str):
-        raise JournalRefused(f"{where}: event.{name} is not a string")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: event.{name} is not a string")
     return value
 
 
 def _event_key(event: Mapping[str, Any], where: str) -> PublicKey:
     jwk = event.get("jwk")
     if not isinstance(jwk, Mapping):
-        raise JournalRefused(f"{where}: the event holds no JWK")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: the event holds no JWK")
     try:
         key = PublicKey.from_jwk(jwk)
     except KernelError as exc:
-        raise JournalRefused(f"{where}: the event's key is refused ({exc.reason.value})") from None
+        raise JournalRefused(
+            Reason.PIN_JOURNAL_INVALID, f"{where}: the event's key is refused ({exc.reason.value})"
+        ) from None
     if key.key_id != event.get("key_id"):
-        raise JournalRefused(f"{where}: the event names {event.get('key_id')!r} but holds {key.key_id}")
+        raise JournalRefused(
+            Reason.PIN_JOURNAL_INVALID, f"{where}: the event names {event.get('key_id')!r} but holds {key.key_id}"
+        )
     return key
 
 
@@ -129,18 +130,18 @@ def parse_line(text: str, where: str) -> dict[str, Any]:
     try:
         doc = loads_strict(text)
     except KernelError as exc:
-        raise JournalRefused(f"{where}: not strict JSON ({exc.reason.value})") from None
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: not strict JSON ({exc.reason.value})") from None
     if not isinstance(doc, dict) or sorted(doc) != sorted(LINE_FIELDS):
-        raise JournalRefused(f"{where}: expected exactly the fields {LINE_FIELDS}")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: expected exactly the fields {LINE_FIELDS}")
     if doc["format"] != JOURNAL_FORMAT:
-        raise JournalRefused(f"{where}: format {doc['format']!r} is not {JOURNAL_FORMAT}")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: format {doc['format']!r} is not {JOURNAL_FORMAT}")
     seq, event = doc["seq"], doc["event"]
     if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(event, dict):
-        raise JournalRefused(f"{where}: seq or event has the wrong type")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: seq or event has the wrong type")
     if not isinstance(doc["signer"], str) or not isinstance(doc["signature"], str):
-        raise JournalRefused(f"{where}: signer or signature is not a string")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: signer or signature is not a string")
     if event.get("action") not in ACTIONS:
-        raise JournalRefused(f"{where}: unknown action {event.get('action')!r}")
+        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: unknown action {event.get('action')!r}")
     return doc
 
 
@@ -152,10 +153,12 @@ def apply_event(state: JournalState, event: Mapping[str, Any], where: str) -> No
         key = _event_key(event, where)
         status = event.get("status")
         if status not in OWN_STATUSES:
-            raise JournalRefused(f"{where}: own-key status {status!r}")
+            raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: own-key status {status!r}")
         previous = state.keys.get(key.key_id)
         if previous is not None and previous.own_status is not None:
-            raise JournalRefused(f"{where}: {key.key_id} is already one of the portal's keys")
+            raise JournalRefused(
+                Reason.PIN_JOURNAL_INVALID, f"{where}: {key.key_id} is already one of the portal's keys"
+            )
         if status == "active":
             if state.active is not None:
                 old = state.keys[state.active]
@@ -169,7 +172,7 @@ def apply_event(state: JournalState, event: Mapping[str, Any], where: str) -> No
     if action in ("pin", "unpin"):
         purpose = event.get("purpose")
         if purpose not in PURPOSES:
-            raise JournalRefused(f"{where}: purpose {purpose!r}")
+            raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: purpose {purpose!r}")
         key = _event_key(event, where)
         if action == "pin":
             state.pinned[(key.key_id, str(purpose))] = dict(event)
@@ -197,31 +200,34 @@ def verify_journal(lines: Iterable[str], *, anchors: frozenset[str] | None = Non
         where = f"line {index + 1}"
         doc = parse_line(text, where)
         if doc["seq"] != index:
-            raise JournalRefused(f"{where}: seq {doc['seq']}, expected {index}")
+            raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: seq {doc['seq']}, expected {index}")
         if doc["prev_hash"] != state.head:
-            raise JournalRefused(f"{where}: prev_hash does not chain to the line before")
+            raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: prev_hash does not chain to the line before")
         event = doc["event"]
         own_active = event["action"] == "own-key" and event.get("status") == "active"
         if own_active:
             signer_key = _event_key(event, where)
         else:
             if state.active is None:
-                raise JournalRefused(f"{where}: signed while the portal had no active key")
+                raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: signed while the portal had no active key")
             signer_key = state.keys[state.active].key
         if doc["signer"] != signer_key.key_id:
-            raise JournalRefused(f"{where}: signed by {doc['signer']!r}, expected {signer_key.key_id}")
+            raise JournalRefused(
+                Reason.PIN_JOURNAL_INVALID, f"{where}: signed by {doc['signer']!r}, expected {signer_key.key_id}"
+            )
         digest = line_hash(doc)
         try:
             signature = base64.b64decode(doc["signature"], validate=True)
         except (binascii.Error, ValueError):
-            raise JournalRefused(f"{where}: the signature is not base64") from None
+            raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: the signature is not base64") from None
         if not signer_key.verify(signature, _message(digest)):
-            raise JournalRefused(f"{where}: the signature does not verify")
+            raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: the signature does not verify")
         apply_event(state, event, where)
         state.head = digest
         state.size = index + 1
     if anchors and state.active is not None and state.active not in anchors:
         raise JournalRefused(
+            Reason.PIN_JOURNAL_INVALID,
             f"the journal's active key is {state.active}, not a key whose private material the portal holds"
         )
     return state

@@ -72,11 +72,15 @@ from verification.kernel.reasons import Reason, explain
 from verification.kernel.verifier import STEP_NAMES, TrustedKey, verify_report
 from verification.models import (
     AuditLeaf,
+    AuditRecordLeaf,
     AuditRun,
+    Finding,
+    FindingEvent,
     PinEntry,
     PinPurpose,
     Receipt,
     SecurityEventKind,
+    SecurityLogEntry,
     SigningKey,
     Verification,
 )
@@ -419,6 +423,70 @@ WHERE NOT EXISTS (
 """
 
 
+#: The records other than receipts that are leaves of the tree (SPEC §8: deleting or truncating them is detected like a
+#: deleted receipt), and the columns of each leaf's stable encoding (``record_leaf``), fixed here so that a later
+#: column does not change old leaves.
+RECORD_KINDS: Final[dict[str, tuple[Any, tuple[str, ...]]]] = {
+    "finding": (Finding, ("id", "kind", "reason", "subject", "verification_id", "evidence_id", "refs",
+                          "receipt_refs", "detail", "dedupe_key", "created_at")),
+    "finding-event": (FindingEvent, ("id", "finding_id", "action", "actor_id", "rationale", "created_at")),
+    "security-log": (SecurityLogEntry, ("id", "kind", "created_at", "user_id", "actor_label", "target",
+                                        "ip_address", "detail")),
+    "pin-log": (PinEntry, ("id", "action", "purpose", "key_id", "jwk", "fingerprint", "actor_user_id",
+                           "actor_label", "created_at", "channel", "note", "reason")),
+}
+RECORD_LEAF_DOMAIN: Final = "reviewportal/audit-record-leaf/1:"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return format_created_at(value)
+    if value is None or isinstance(value, (str, bool, int, list, dict)):
+        return value
+    return str(value)  # UUIDs, IP addresses
+
+
+def record_leaf(kind: str, values: tuple[Any, ...]) -> str:
+    """The leaf encoding of one record: sha256 hex of the domain, then the canonical JSON of [kind, *columns]."""
+    import hashlib
+
+    return hashlib.sha256(
+        RECORD_LEAF_DOMAIN.encode("ascii") + canonicalize([kind, *(_plain(v) for v in values)])
+    ).hexdigest()
+
+
+def _records_now(kind: str) -> dict[int, str]:
+    """Every record of ``kind`` found now, id -> leaf encoding."""
+    model, columns = RECORD_KINDS[kind]
+    return {
+        int(row[0]): record_leaf(kind, row)
+        for row in model._base_manager.order_by("id").values_list(*columns).iterator(chunk_size=CHUNK)
+    }
+
+
+def _register_records(position: int, now: datetime) -> int:
+    """Give every record not yet in the tree the next positions (kind by kind, by id); inside the leaf lock."""
+    added = 0
+    rows: list[AuditRecordLeaf] = []
+    for kind, (model, columns) in RECORD_KINDS.items():
+        seen = AuditRecordLeaf.objects.filter(kind=kind).values("ref")
+        new = model._base_manager.exclude(id__in=seen).order_by("id").values_list(*columns)
+        for values in new.iterator(chunk_size=CHUNK):
+            rows.append(AuditRecordLeaf(position=position + added, kind=kind, ref=int(values[0]),
+                                        digest=record_leaf(kind, values), added_at=now))
+            added += 1
+    AuditRecordLeaf.objects.bulk_create(rows, batch_size=CHUNK)
+    return added
+
+
+def _top_position() -> int:
+    """The next free position of the tree (receipt and record leaves share one sequence)."""
+    tops = [AuditLeaf.objects.aggregate(top=Max("position"))["top"],
+            AuditRecordLeaf.objects.aggregate(top=Max("position"))["top"]]
+    known = [int(t) for t in tops if t is not None]
+    return max(known) + 1 if known else 0
+
+
 def _register_leaves(now: datetime) -> int:
     """Give every receipt not yet in the tree the next positions, in (created_at, verification, seq) order.
 
@@ -426,12 +494,12 @@ def _register_leaves(now: datetime) -> int:
     the leaf lock, in one transaction: the database does the work, nothing is held in memory here."""
     with transaction.atomic():
         _lock_leaves()
-        top = AuditLeaf.objects.aggregate(top=Max("position"))["top"]
-        position = 0 if top is None else int(top) + 1
+        position = _top_position()
         added_at = AuditLeaf._meta.get_field("added_at").get_db_prep_value(now, connection)
         with connection.cursor() as cursor:
             cursor.execute(_REGISTER_SQL, [position, added_at])
-            return max(0, int(cursor.rowcount))
+            receipts = max(0, int(cursor.rowcount))
+        return receipts + _register_records(_top_position(), now)
 
 
 def _trusted_checkpoint(path: Path, keys: Mapping[str, TrustedKey], report: AuditReport) -> Checkpoint | None:
@@ -702,14 +770,31 @@ def _leaf_data(content_hash: str | None) -> bytes:
         return content_hash.encode("utf-8")
 
 
+def _all_leaf_rows() -> Iterator[tuple[int, Any, Any, str, str | None, bytes | None]]:
+    """Every position in order: receipt leaves ``(position, vid, seq, recorded, current, None)`` merged with record
+    leaves ``(position, kind, ref, recorded, current, data)`` (``data``: the leaf data, b"" for a record gone)."""
+    import heapq
+
+    now = {kind: _records_now(kind) for kind in RECORD_KINDS}
+
+    def records() -> Iterator[tuple[int, Any, Any, str, str | None, bytes | None]]:
+        rows = AuditRecordLeaf.objects.order_by("position").values_list("position", "kind", "ref", "digest")
+        for position, kind, ref, digest in rows.iterator(chunk_size=CHUNK):
+            current = now.get(kind, {}).get(int(ref))
+            yield position, kind, ref, digest, current, bytes.fromhex(current) if current else _EMPTY_LEAF_DATA
+
+    receipts = ((p, v, q, r, c, None) for p, v, q, r, c in _leaf_rows())
+    return heapq.merge(receipts, records(), key=lambda row: row[0])
+
+
 def _check_tree(checkpoint: Checkpoint | None, report: AuditReport) -> bool:
     """Build the tree, check it against the last trusted checkpoint; True when a new checkpoint may be written."""
-    size = AuditLeaf.objects.count()
+    size = AuditLeaf.objects.count() + AuditRecordLeaf.objects.count()
     old_size = checkpoint.tree_size if checkpoint is not None else 0
     tree = StreamingTree(min(old_size, size), size)
     changed: list[str] = []
     sound = True
-    for index, (position, vid, seq, recorded, current) in enumerate(_leaf_rows()):
+    for index, (position, vid, seq, recorded, current, record_data) in enumerate(_all_leaf_rows()):
         if position != index:
             report.problems.append(
                 Problem(
@@ -718,6 +803,15 @@ def _check_tree(checkpoint: Checkpoint | None, report: AuditReport) -> bool:
                 )
             )
             sound = False
+        if record_data is not None:  # a finding, finding event, security-log or pin-log entry
+            if current is None:
+                sound = False
+                if len(changed) < SHOWN_CHANGES:
+                    changed.append(f"position {index}: {vid} {seq} is gone")
+            elif current != recorded and index < old_size and len(changed) < SHOWN_CHANGES:
+                changed.append(f"position {index}: {vid} {seq} was changed")
+            tree.append(leaf_hash(record_data))
+            continue
         if current is None:
             report.problems.append(
                 Problem(
