@@ -38,6 +38,15 @@ def _env_int(name: str, *, default: int, minimum: int) -> int:
     return value
 
 
+def _api_rate(name: str, *, default: str) -> str:
+    """A REST framework rate, ``<n>/<second|minute|hour|day>``; anything else is a configuration error."""
+    raw = (env_str(name) or default).strip()
+    count, _, period = raw.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in ("second", "minute", "hour", "day"):
+        raise ConfigurationError(name, f"expected <n>/<second|minute|hour|day>, got {raw!r}")
+    return raw
+
+
 BASE_DIR = REPO_ROOT
 VAR_DIR = var_dir()
 
@@ -125,6 +134,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # SPEC §3: a NUL byte in a query string is a 400 before any view (reviewportal/boundary.py).
+    "reviewportal.boundary.InputBoundaryMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -292,7 +303,18 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "verification.api.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    "DEFAULT_THROTTLE_CLASSES": [],
+    # Per-token throttling (issue 13 item 6; verification/api/throttling.py): REVIEWPORTAL_API_RATE, e.g. 600/minute.
+    "DEFAULT_THROTTLE_CLASSES": ["verification.api.throttling.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": _api_rate("REVIEWPORTAL_API_RATE", default="600/minute")},
+}
+
+# The cache holds the API's rate counts: Redis when REVIEWPORTAL_CACHE_URL names one (several processes share the
+# counts), else this process's memory.
+_cache_url = env_str("REVIEWPORTAL_CACHE_URL")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+    if _cache_url
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
 SPECTACULAR_SETTINGS = {

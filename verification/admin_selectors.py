@@ -9,7 +9,7 @@ import binascii
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time
 from typing import Any, Final
 
 from django.contrib.auth import get_user_model
@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from verification import storage
 from verification.errors import ServiceError
+from verification.kernel import limits
 from verification.kernel.evidence import Accessibility, Citation, artifact_text, resolve_citation
 from verification.kernel.integrity import StoredItem, recheck
 from verification.kernel.keys import PublicKey
@@ -686,10 +687,10 @@ SECURITY_FILTERS: Final = ("kind", "who", "target", "since", "until")
 
 
 def _day(value: str, name: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise ServiceError(Reason.INVALID_REQUEST, f"{name} is a date (YYYY-MM-DD)") from None
+    try:  # SPEC §3: dates 1970..9999 (kernel.limits)
+        return limits.day(value)
+    except limits.OutOfRange as exc:
+        raise ServiceError(Reason.INVALID_REQUEST, f"{name} {exc}") from None
 
 
 def security_log_query(filters: Mapping[str, str]) -> QuerySet[SecurityLogEntry]:
@@ -713,9 +714,9 @@ def security_log_query(filters: Mapping[str, str]) -> QuerySet[SecurityLogEntry]
     if since:
         queryset = queryset.filter(created_at__gte=datetime.combine(_day(since, "since"), time.min, tzinfo=utc))
     until = (filters.get("until") or "").strip()
-    if until:
-        end = datetime.combine(_day(until, "until") + timedelta(days=1), time.min, tzinfo=utc)
-        queryset = queryset.filter(created_at__lt=end)
+    after = limits.day_after(_day(until, "until")) if until else None
+    if after is not None:
+        queryset = queryset.filter(created_at__lt=datetime.combine(after, time.min, tzinfo=utc))
     return queryset.order_by("-id")
 
 

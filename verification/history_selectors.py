@@ -51,6 +51,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from verification.errors import ServiceError
+from verification.kernel import limits
 from verification.kernel.findings import FindingKind
 from verification.kernel.reasons import Reason, explain
 from verification.kernel.verdicts import Authority, Verdict
@@ -199,10 +200,10 @@ def _head_authority_is(authority: str) -> Exists:
 
 
 def _day(value: str, name: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise _bad(f"{name} is a date, YYYY-MM-DD") from None
+    try:  # SPEC §3: dates 1970..9999 (kernel.limits)
+        return limits.day(value)
+    except limits.OutOfRange as exc:
+        raise _bad(f"{name} {exc}") from None
 
 
 def _start_of(day: date) -> datetime:
@@ -284,8 +285,9 @@ def history_queryset(*, filters: Mapping[str, str], now: datetime) -> QuerySet[V
     until = (filters.get("until") or "").strip()
     if since:
         queryset = queryset.filter(created_at__gte=_start_of(_day(since, "since")))
-    if until:
-        queryset = queryset.filter(created_at__lt=_start_of(_day(until, "until") + timedelta(days=1)))
+    after = limits.day_after(_day(until, "until")) if until else None
+    if after is not None:
+        queryset = queryset.filter(created_at__lt=_start_of(after))
     value = (filters.get("subject") or "").strip()[:MAX_TEXT_CHARS]
     if value:
         queryset = queryset.filter(_subject_q(value))

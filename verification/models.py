@@ -459,7 +459,7 @@ class Evidence(models.Model):
     admission_source = models.CharField(max_length=16)
     mutability = models.CharField(max_length=16, default="immutable")
     collected_at = models.DateTimeField(null=True, blank=True)
-    max_age_seconds = models.PositiveIntegerField(null=True, blank=True)
+    max_age_seconds = models.PositiveBigIntegerField(null=True, blank=True)  # up to 100 years (kernel.limits)
     expires_at = models.DateTimeField(null=True, blank=True)
     custody = models.CharField(max_length=300, blank=True, default="")
     admitted_by = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="evidence_admitted")

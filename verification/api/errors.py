@@ -22,6 +22,7 @@ A ``ServiceError`` (``verification.errors``) carries its own ``http_status``, wh
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -180,7 +181,9 @@ def _from_api_exception(exc: drf.APIException) -> tuple[Reason, str, int, dict[s
     if isinstance(exc, drf.NotAcceptable):
         # The API renders JSON whatever the Accept header says (negotiation.JsonOnly); kept for completeness.
         return Reason.INVALID_REQUEST, str(exc.detail), 406, {}
-    # Throttled and any future APIException: keep DRF's status, say what it said.
+    if isinstance(exc, drf.Throttled):
+        return Reason.RATE_LIMITED, "", 429, {}
+    # Any future APIException: keep DRF's status, say what it said.
     return Reason.INVALID_REQUEST, str(exc.detail), exc.status_code, {}
 
 
@@ -213,7 +216,7 @@ def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Respons
         reason, detail, status, details = _from_api_exception(exc)
         wait = getattr(exc, "wait", None)
         if wait is not None:
-            headers["Retry-After"] = str(int(wait))
+            headers["Retry-After"] = str(max(1, math.ceil(wait)))
     else:
         view = context.get("view")
         logger.error("API bug in %s", type(view).__name__ if view is not None else "?", exc_info=exc)

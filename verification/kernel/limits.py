@@ -8,12 +8,15 @@ or datetime overflow, no infinite or NaN weight sum. The serializers publish the
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Final
 
 #: Dates are between 1970 and 9999, in UTC after their offset.
 DATE_MIN: Final = datetime(1970, 1, 1, tzinfo=UTC)
 DATE_MAX: Final = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+#: Days a filter names (``since``/``until``): the same years, as calendar days.
+DAY_MIN: Final = DATE_MIN.date()
+DAY_MAX: Final = DATE_MAX.date()
 #: Durations (deadlines, ages) are whole seconds, at least 1 and at most 100 years (of 365.25 days).
 DURATION_MIN_SECONDS: Final = 1
 DURATION_MAX_SECONDS: Final = 36525 * 86400  # 100 years of 365.25 days
@@ -54,6 +57,22 @@ def weight(value: object) -> float:
     return number
 
 
+def day(value: str) -> date:
+    """A ``YYYY-MM-DD`` day between 1970-01-01 and 9999-12-31, or ``OutOfRange``."""
+    try:
+        parsed = date.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise OutOfRange("must be a date, YYYY-MM-DD") from None
+    if not DAY_MIN <= parsed <= DAY_MAX:
+        raise OutOfRange(f"must be between {DAY_MIN.isoformat()} and {DAY_MAX.isoformat()}")
+    return parsed
+
+
+def day_after(value: date) -> date | None:
+    """The next day, or None after the last day there is (an inclusive ``until`` of 9999-12-31 bounds nothing)."""
+    return None if value >= DAY_MAX else value + timedelta(days=1)
+
+
 def moment(value: datetime) -> datetime:
     """An aware datetime whose UTC instant lies in [1970-01-01, 9999-12-31T23:59:59.999999Z], or ``OutOfRange``."""
     if value.tzinfo is None or value.utcoffset() is None:
@@ -70,11 +89,15 @@ def moment(value: datetime) -> datetime:
 __all__ = [
     "DATE_MAX",
     "DATE_MIN",
+    "DAY_MAX",
+    "DAY_MIN",
     "DURATION_MAX_SECONDS",
     "DURATION_MIN_SECONDS",
     "OFFSET_MAX",
     "WEIGHT_MAX",
     "OutOfRange",
+    "day",
+    "day_after",
     "duration",
     "duration_seconds",
     "moment",

@@ -140,7 +140,7 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method-not-allowed"
     INTERNAL_ERROR = "internal-error"
     SERVICE_UNAVAILABLE = "service-unavailable"
-    SERVICE_UNAVAILABLE = "service-unavailable"
+    RATE_LIMITED = "rate-limited"
     # --- records and services (issue 4 §1, §2) -------------------------------------------------------
     IDEMPOTENCY_CONFLICT = "idempotency-conflict"
     ACTOR_NAME_TAKEN = "actor-name-taken"
@@ -281,7 +281,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.METHOD_NOT_ALLOWED: "This endpoint does not accept that HTTP method.",
     Reason.INTERNAL_ERROR: "The server failed unexpectedly; the failure was logged.",
     Reason.SERVICE_UNAVAILABLE: "The database or the message broker is unavailable for a moment; send the same request again (same Idempotency-Key) after Retry-After seconds.",
-    Reason.SERVICE_UNAVAILABLE: "The database or the message broker is unavailable for a moment; send the same request again (same Idempotency-Key) after Retry-After seconds.",
+    Reason.RATE_LIMITED: "This token sent more requests than its rate allows; send again after Retry-After seconds.",
     Reason.IDEMPOTENCY_CONFLICT: "This Idempotency-Key was already used by this actor for a different request body.",
     Reason.ACTOR_NAME_TAKEN: "Another actor already has this name.",
     Reason.UNKNOWN_SCOPE: "A token scope that does not exist was requested.",

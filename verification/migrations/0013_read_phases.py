@@ -1,4 +1,5 @@
-"""ReadPhase: the read state of a head from each PENDING deadline on (SPEC §3), backfilled from the heads."""
+"""ReadPhase: the read state of a head from each PENDING deadline on (SPEC §3), backfilled from the heads; an
+evidence item's max_age_seconds as a big integer (up to 100 years, SPEC §3)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -64,4 +65,10 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
+        # SPEC §3: an evidence item's allowed age is up to 100 years (kernel.limits), past a 32-bit integer.
+        migrations.AlterField(
+            model_name='evidence',
+            name='max_age_seconds',
+            field=models.PositiveBigIntegerField(blank=True, null=True),
+        ),
     ]
