@@ -274,3 +274,23 @@ def test_truncating_an_append_only_table_is_checkpoint_inconsistent(
     if table == "verification_receipt":
         assert Reason.RECEIPT_MISSING in codes
         assert Reason.UNKNOWN_KEY not in codes
+
+
+def test_cached_columns_are_checked_against_the_head_receipt(chain: Any, checkpoint_log: Path) -> None:
+    """The queue reads Verification's cached columns; the audit compares them with the receipts they derive from."""
+    from verification.models import Verification
+
+    verification, receipts = chain
+    head = receipts[-1]
+    payload = json.loads(head.envelope)["payload"]
+    Verification.objects.filter(pk=verification.pk).update(  # what the decision service writes with its receipt
+        verdict=payload["verdict"], determination=payload.get("determination"), flagged=False, human_decided=True
+    )
+    assert audit_run().ok
+    # a cache that no longer derives from its head: the queue would show what no receipt says
+    Verification.objects.filter(pk=verification.pk).update(human_decided=False, flagged=True)
+    report = audit_run()
+    assert report.ok is False
+    [mismatch] = [p for p in report.tamper if p.code is Reason.CACHED_STATE_MISMATCH]
+    assert mismatch.verification_id == str(verification.pk) and mismatch.seq == len(receipts) - 1
+    assert "human_decided False, flagged True" in mismatch.detail

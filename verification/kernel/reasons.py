@@ -106,6 +106,7 @@ class Reason(StrEnum):
     KEY_STATE_MISMATCH = "key-state-mismatch"
     KEY_NOT_IN_PIN_JOURNAL = "key-not-in-pin-journal"
     PIN_JOURNAL_INVALID = "pin-journal-invalid"
+    CACHED_STATE_MISMATCH = "cached-state-mismatch"
 
     # --- strict JSON and canonical bytes (§7) ----------------------------------------------------
     INVALID_JSON = "invalid-json"
@@ -251,6 +252,7 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.RECEIPT_MISSING: "A receipt that the audit's Merkle tree holds is gone from the database.",
     Reason.KEY_NOT_IN_PIN_JOURNAL: "The database lists a key that the pin journal outside it does not: it is never trusted.",
     Reason.PIN_JOURNAL_INVALID: "The pin journal outside the database does not verify: only the portal's own key is trusted.",
+    Reason.CACHED_STATE_MISMATCH: "A verification's cached columns (what the queue reads) disagree with its signed head receipt.",
     Reason.KEY_STATE_MISMATCH: "A signing key's recorded state disagrees with the pin log (revoked in one, not in the other).",
     Reason.INVALID_JSON: "The bytes are not valid JSON.",
     Reason.DUPLICATE_KEY: "A JSON object repeats a key.",

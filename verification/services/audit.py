@@ -604,9 +604,46 @@ def _revocation(state: JournalState | None, key_id: str) -> tuple[str, str]:
     return known.revoked_at, known.revoked_reason
 
 
+def _cached_states() -> dict[str, tuple[Any, Any, bool, bool]]:
+    """The queue's cached columns of every verification whose cache was written (verdict set): id -> (verdict,
+    determination, flagged, human_decided). A bare row (no cache written yet) is not compared."""
+    rows = Verification.objects.filter(verdict__isnull=False).values_list(
+        "pk", "verdict", "determination", "flagged", "human_decided"
+    )
+    return {str(pk): (verdict, determination, bool(flagged), bool(human)) for pk, verdict, determination, flagged, human
+            in rows.iterator(chunk_size=CHUNK)}
+
+
+def _cache_mismatch(cached: tuple[Any, Any, bool, bool], envelopes: list[str]) -> str | None:
+    """How the cached columns disagree with the head receipt they derive from (SPEC §7: the receipt is the truth)."""
+    verdict, determination, flagged, human_decided = cached
+    try:
+        head = loads_strict(envelopes[-1])["payload"]
+        decided = any(loads_strict(e)["payload"].get("kind") == "decision" for e in envelopes)
+    except (KernelError, KeyError, TypeError, AttributeError):
+        return None  # a malformed envelope is the chain check's finding
+    if not isinstance(head, Mapping):
+        return None
+    wrong = []
+    if head.get("verdict") != verdict:
+        wrong.append(f"verdict {verdict!r}, head {head.get('verdict')!r}")
+    if head.get("determination") != determination:
+        wrong.append(f"determination {determination!r}, head {head.get('determination')!r}")
+    if head.get("kind") == "decision":
+        if not human_decided or flagged:
+            wrong.append(f"human_decided {human_decided}, flagged {flagged} under a decision head")
+    else:
+        if bool(head.get("flagged")) != flagged:
+            wrong.append(f"flagged {flagged}, head {bool(head.get('flagged'))}")
+        if human_decided and not decided:
+            wrong.append("human_decided without any decision receipt")
+    return "; ".join(wrong) or None
+
+
 def _check_chains(
     keys: Mapping[str, TrustedKey], revoked: set[str], state: JournalState | None, report: AuditReport
 ) -> None:
+    caches = _cached_states()
     rows = Receipt.objects.order_by("verification_id", "seq").values_list(*_CHAIN_COLUMNS).iterator(chunk_size=CHUNK)
     for verification_id, group in itertools.groupby(rows, key=lambda row: row[0]):
         chain = list(group)
@@ -639,6 +676,20 @@ def _check_chains(
         result = verify_report(
             proof, keys=keys, trusted_head=head, expected_verification_id=vid, expected_submission_hash=first[7]
         )
+        cached = caches.get(vid)
+        mismatch = _cache_mismatch(cached, [e["envelope"] for e in entries]) if cached is not None else None
+        if mismatch is not None:
+            report.problems.append(
+                Problem(
+                    FindingKind.TAMPER,
+                    Reason.CACHED_STATE_MISMATCH,
+                    (vid, f"head {head}", Reason.CACHED_STATE_MISMATCH.value),
+                    f"the queue's columns disagree with the head receipt (seq {entries[-1]['seq']}): {mismatch}",
+                    verification_id=vid,
+                    seq=entries[-1]["seq"],
+                    receipt_id=head,
+                )
+            )
         for key_id in sorted({e["key_id"] for e in entries} & revoked):
             revoked_at, revoked_reason = _revocation(state, key_id)
             signed = [e["seq"] for e in entries if e["key_id"] == key_id]
