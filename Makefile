@@ -1,7 +1,9 @@
 # make run   - install, set up var/, migrate, seed the demo users, serve http://127.0.0.1:8000/
+#              (another address: make run PORT=8080 HOST=0.0.0.0)
 # make test  - the test suite with coverage, then the lint gates (ruff, mypy --strict on the kernel, structural gate)
 # make lint  - the lint gates alone
 # make bench - the benchmarks in bench/
+# make chaos - fault injection (scripts/chaos.py): its own PostgreSQL and Redis, 1,000 submissions per fault
 # make clean - caches and install stamps (never var/, never the virtualenv itself)
 
 SHELL := /bin/bash
@@ -11,8 +13,11 @@ PIP := $(PY) -m pip --disable-pip-version-check
 STAMP_RUN := $(VENV)/.stamp-requirements
 STAMP_DEV := $(VENV)/.stamp-requirements-dev
 PYTHON_CANDIDATES := python3.11 python3.12 python3.13 python3
+# Where `make run` serves (and what the demo banner prints).
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench chaos clean
 
 $(PY):
 	@py=""; \
@@ -42,8 +47,8 @@ run: $(STAMP_RUN)
 	$(PY) manage.py migrate --noinput
 	@# The portal's signing key (var/keys/, mode 0600): created once, then reported; the server refuses to start without it.
 	$(PY) manage.py create_signing_key
-	$(PY) manage.py seed_demo
-	$(PY) manage.py runserver 127.0.0.1:8000 --noreload
+	$(PY) manage.py seed_demo --url http://$(HOST):$(PORT)/
+	$(PY) manage.py runserver $(HOST):$(PORT) --noreload
 
 # Every step runs; the target fails if any did.
 test: $(STAMP_DEV)
@@ -65,6 +70,9 @@ lint: $(STAMP_DEV)
 
 bench: $(STAMP_DEV)
 	$(PY) bench/run.py
+
+chaos: $(STAMP_DEV)
+	$(PY) scripts/chaos.py --per-fault 1000
 
 clean:
 	rm -f $(STAMP_RUN) $(STAMP_DEV) .coverage .coverage.*

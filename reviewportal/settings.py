@@ -428,6 +428,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # a 403 is one line, not a traceback (issue 14)
+    "filters": {"one_line_403": {"()": "reviewportal.logfilters.OneLineForbidden"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["one_line_403"]}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }

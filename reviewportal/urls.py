@@ -26,3 +26,9 @@ urlpatterns = [
     # anything else under /v1/: the API's JSON 404
     *api_urls.fallback_patterns,
 ]
+
+# The portal's own error pages (issue 14: navigation, the user's roles, what the page needed): reviewportal/errors.py
+handler400 = "reviewportal.errors.bad_request"
+handler403 = "reviewportal.errors.permission_denied"
+handler404 = "reviewportal.errors.page_not_found"
+handler500 = "reviewportal.errors.server_error"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.urls import path
 
 from reviewportal.adminportal import views
+from reviewportal.prg import post_or_page
 
 app_name = "adminportal"
 
@@ -18,7 +19,7 @@ urlpatterns = [
     path("admin/", views.home, name="home"),
     # keys and the pin log
     path("admin/keys/", views.keys_page, name="keys"),
-    path("admin/keys/pin", views.key_pin, name="key-pin"),
+    path("admin/keys/pin", post_or_page(views.key_pin, "adminportal:keys"), name="key-pin"),
     path("admin/keys/rotate", views.key_rotate, name="key-rotate"),
     path("admin/keys/<str:key_id>/unpin", views.key_unpin, name="key-unpin"),
     path("admin/keys/<str:key_id>/revoke", views.key_revoke, name="key-revoke"),
@@ -26,7 +27,7 @@ urlpatterns = [
     path("admin/verifications/<uuid:verification_id>/chain", views.chain, name="chain"),
     path("admin/verify-proof", views.verify_proof, name="verify-proof"),
     path("admin/audit/", views.audit_page, name="audit"),
-    path("admin/audit/run", views.audit_run, name="audit-run"),
+    path("admin/audit/run", post_or_page(views.audit_run, "adminportal:audit"), name="audit-run"),
     path("admin/operations/", views.operations, name="operations"),
     # evidence
     path("admin/evidence/", views.evidence_list, name="evidence"),
@@ -36,13 +37,21 @@ urlpatterns = [
     path("admin/users/", views.users_page, name="users"),
     path("admin/users/new", views.user_create, name="user-create"),
     path("admin/users/<int:user_id>/", views.user_detail, name="user-detail"),
-    path("admin/users/<int:user_id>/roles", views.user_roles, name="user-roles"),
+    path(
+        "admin/users/<int:user_id>/roles",
+        post_or_page(views.user_roles, "adminportal:user-detail", keep=("user_id",)),
+        name="user-roles",
+    ),
     path("admin/users/<int:user_id>/deactivate", views.user_deactivate, name="user-deactivate"),
-    path("admin/users/<int:user_id>/reactivate", views.user_reactivate, name="user-reactivate"),
+    path(
+        "admin/users/<int:user_id>/reactivate",
+        post_or_page(views.user_reactivate, "adminportal:user-detail", keep=("user_id",)),
+        name="user-reactivate",
+    ),
     path("admin/tokens/", views.tokens_page, name="tokens"),
-    path("admin/tokens/new", views.token_create, name="token-create"),
+    path("admin/tokens/new", post_or_page(views.token_create, "adminportal:tokens"), name="token-create"),
     path("admin/tokens/<int:token_id>/revoke", views.token_revoke, name="token-revoke"),
-    path("admin/actors/new", views.actor_create, name="actor-create"),
+    path("admin/actors/new", post_or_page(views.actor_create, "adminportal:tokens"), name="actor-create"),
     # the security log
     path("admin/security-log/", views.security_log_page, name="security-log"),
     path("admin/security-log.csv", views.security_log_csv, name="security-log-csv"),

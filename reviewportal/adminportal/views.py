@@ -39,6 +39,7 @@ from reviewportal.adminportal.forms import (
     VerifyProofForm,
 )
 from verification import admin_selectors as selectors
+from verification.kernel.canonical import loads_strict
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
 from verification.models import Actor, SecurityEventKind
@@ -257,6 +258,20 @@ def _read_upload(form: VerifyProofForm) -> bytes:
     return data
 
 
+def _proof_of(data: bytes) -> tuple[bytes, bool]:
+    """One bundle format (issue 14): a proof bundle ``{"proof", "jwks"}`` as History downloads it gives its proof, read
+    the way ``manage.py verify_proof --bundle`` reads it (re-serialized; the envelopes inside are strings, so their
+    exact bytes are kept); anything else is taken as a bare proof. The bundle's key set is ignored: here the pinned
+    proof-signing keys decide. (The proof bytes and whether they came from a bundle.)"""
+    try:
+        document = loads_strict(data)
+    except KernelError:
+        return data, False  # the verifier names what is wrong with it
+    if isinstance(document, dict) and set(document) == {"proof", "jwks"} and isinstance(document["proof"], dict):
+        return json.dumps(document["proof"], ensure_ascii=False).encode("utf-8"), True
+    return data, False
+
+
 @GET_POST
 @access.chains_inspector
 def verify_proof(request: HttpRequest) -> HttpResponse:
@@ -269,6 +284,7 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
         except KernelError as exc:
             context["refusal"] = _refusal(exc)
         else:
+            data, context["from_bundle"] = _proof_of(data)
             context["report"] = selectors.uploaded_proof_report(
                 data,
                 trusted_head=form.cleaned_data["trusted_head"].strip(),
@@ -523,10 +539,23 @@ def _tokens_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
+#: The session key of the one-time store for a token just issued (issue 14: Post/Redirect/Get).
+ISSUED_TOKEN: Final = "adminportal.issued_token"  # noqa: S105 - a session key, not a secret
+
+
 @require_GET
 @access.users_admin
+@never_cache
 def tokens_page(request: HttpRequest) -> HttpResponse:
-    return _render(request, "adminportal/tokens.html", _tokens_context(request))
+    """The tokens; right after issuing one, its plaintext once (taken from the one-time store: a reload shows it no
+    more and issues nothing)."""
+    issued = request.session.pop(ISSUED_TOKEN, None)
+    extra: dict[str, Any] = {}
+    if isinstance(issued, dict):
+        token = selectors.token_get(issued.get("id"))
+        if token is not None:
+            extra = {"created": token, "raw": str(issued.get("raw", ""))}
+    return _render(request, "adminportal/tokens.html", _tokens_context(request, **extra))
 
 
 @require_POST
@@ -548,15 +577,25 @@ def token_create(request: HttpRequest) -> HttpResponse:
     except KernelError as exc:
         context = _tokens_context(request, form=form, refusal=_refusal(exc))
         return _render(request, "adminportal/tokens.html", context, 403 if _denied(exc) else 200)
-    return _render(request, "adminportal/tokens.html", _tokens_context(request, created=token, raw=raw))
+    # Post/Redirect/Get (issue 14): the plaintext waits in the session for the next GET of the tokens page, which
+    # takes it out; a reload of that page issues nothing and shows no secret.
+    request.session[ISSUED_TOKEN] = {"id": token.pk, "raw": raw}
+    return redirect(reverse("adminportal:tokens") + "#token-created")
 
 
-@require_POST
+@GET_POST
 @access.users_admin
 def token_revoke(request: HttpRequest, token_id: Any) -> HttpResponse:
+    """Revoke a token, behind a page naming it and its consequences (like key revocation, issue 14)."""
     token = selectors.token_get(token_id)
     if token is None:
         raise Http404("no such token")
+    if request.method != "POST" or request.POST.get("confirm") != "yes":
+        back = request.GET.get("next") or request.POST.get("next") or reverse("adminportal:tokens")
+        return _render(request, "adminportal/token_revoke.html", {"token": token, "next": back})
+    if token.revoked_at is not None:
+        messages.info(request, f"Token {token.prefix}… of {token.actor.name} was already revoked.")
+        return redirect(request.POST.get("next", "") if _safe_next(request) else reverse("adminportal:tokens"))
     users.token_revoke_as_admin(by=request.user, token=token)
     messages.success(request, f"Revoked token {token.prefix}… of {token.actor.name}: it stops working at once.")
     return redirect(request.POST.get("next", "") if _safe_next(request) else reverse("adminportal:tokens"))

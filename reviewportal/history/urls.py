@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from reviewportal.history import views
+from reviewportal.prg import post_or_page
 
 app_name = "history"
 
@@ -22,8 +23,16 @@ urlpatterns = [
     ),
     path("findings/", views.findings, name="findings"),
     path("findings/<int:finding_id>/", views.finding, name="finding"),
-    path("findings/<int:finding_id>/acknowledge", views.finding_acknowledge_view, name="finding-acknowledge"),
-    path("findings/<int:finding_id>/close", views.finding_close_view, name="finding-close"),
+    path(
+        "findings/<int:finding_id>/acknowledge",
+        post_or_page(views.finding_acknowledge_view, "history:finding", keep=("finding_id",)),
+        name="finding-acknowledge",
+    ),
+    path(
+        "findings/<int:finding_id>/close",
+        post_or_page(views.finding_close_view, "history:finding", keep=("finding_id",)),
+        name="finding-close",
+    ),
     path("dashboards/", views.dashboards, name="dashboards"),
     path("dashboards/<slug:panel>/", views.dashboard, name="dashboard"),
 ]

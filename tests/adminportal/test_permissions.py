@@ -56,7 +56,7 @@ MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("user-reactivate", "POST", _admin_gets(302)),
     ("tokens", "GET", _admin_gets(200)),
     ("token-create", "POST", _admin_gets(200)),  # an empty form
-    ("token-revoke", "POST", _admin_gets(302)),
+    ("token-revoke", "POST", _admin_gets(200)),  # without confirm=yes: the confirmation page
     ("actor-create", "POST", _admin_gets(200)),  # an empty form
     ("security-log", "GET", _admin_gets(200)),
     ("security-log-csv", "GET", _admin_gets(200)),
@@ -139,11 +139,22 @@ def test_the_matrix(
         assert b"data-portal-fingerprint" in response.content
 
 
+PAGE_OF_ACTION = {
+    "key-pin": "keys", "audit-run": "audit", "user-roles": "user-detail", "user-reactivate": "user-detail",
+    "token-create": "tokens", "actor-create": "tokens",
+}
+
+
 def test_admin_actions_refuse_the_wrong_method(world: World, clients: dict[str, Client]) -> None:
     admin = clients["admin"]
-    for name in ("key-pin", "audit-run", "user-roles", "user-reactivate", "token-create", "token-revoke",
-                 "actor-create"):
-        assert admin.get(_url(name, world)).status_code == 405, name
+    # issue 14: a POST-only address reopened by GET (reload, back, address bar) is its page, never a 405
+    for name, page in PAGE_OF_ACTION.items():
+        response = admin.get(_url(name, world))
+        assert response.status_code == 302 and response["Location"] == _url(page, world), name
+    confirm = admin.get(_url("token-revoke", world))  # a confirmation page, like key revocation
+    assert confirm.status_code == 200 and b"data-token-revoke-form" in confirm.content
+    world.token.refresh_from_db()
+    assert world.token.revoked_at is None
     for name in ("keys", "chain", "evidence", "security-log", "security-log-csv", "public-keys"):
         assert admin.delete(_url(name, world)).status_code == 405, name
         assert admin.put(_url(name, world)).status_code == 405, name

@@ -132,21 +132,29 @@ def test_a_token_is_shown_once_and_listed_with_actor_boundary_and_scopes(admin: 
         reverse("adminportal:token-create"),
         {"actor": "ci-collector", "boundary": "ci-runner-7", "scopes": ["baselines:write", "links:write"]},
     )
-    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
-    page = response.content.decode()
+    # Post/Redirect/Get (issue 14): the secret is shown once, on the tokens page, from a one-time store
+    assert response.status_code == 302 and response["Location"] == "/admin/tokens/#token-created"
+    shown = admin.get(reverse("adminportal:tokens"))
+    assert "no-store" in shown["Cache-Control"]
+    page = shown.content.decode()
     token = ApiToken.objects.get(actor=collector)
     raw = page.split("<code data-token-plaintext>")[1].split("</code>")[0]
     assert raw.startswith(token.prefix) and token_authenticate(raw) == token
     assert (token.boundary, token.scopes, token.created_by) == ("ci-runner-7", ["baselines:write", "links:write"],
                                                                 admin_user)
-    listing = admin.get(reverse("adminportal:tokens")).content.decode()
+    listing = admin.get(reverse("adminportal:tokens")).content.decode()  # a reload: no secret, no second token
     assert raw not in listing and f"{token.prefix}…" in listing and "ci-runner-7" in listing
+    assert "data-token-plaintext" not in listing and ApiToken.objects.filter(actor=collector).count() == 1
     assert "baselines:write, links:write" in listing
     issued = SecurityLogEntry.objects.get(kind="token-issue", target=token.prefix)
     assert issued.user == admin_user and issued.detail["boundary"] == "ci-runner-7"
     assert raw not in str(issued.detail)
 
-    assert admin.post(reverse("adminportal:token-revoke", args=[token.pk])).status_code == 302
+    unconfirmed = admin.post(reverse("adminportal:token-revoke", args=[token.pk]))
+    assert unconfirmed.status_code == 200 and b"data-consequences" in unconfirmed.content
+    assert token_authenticate(raw) == token  # nothing revoked without the confirmation
+    confirmed = admin.post(reverse("adminportal:token-revoke", args=[token.pk]), {"confirm": "yes"})
+    assert confirmed.status_code == 302
     assert token_authenticate(raw) is None
     assert SecurityLogEntry.objects.filter(kind="token-revoke", target=token.prefix, user=admin_user).exists()
 

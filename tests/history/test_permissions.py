@@ -119,8 +119,10 @@ def test_the_chain_hook_sends_admins_to_the_proof_and_others_to_the_bundle(
 
 
 @pytest.mark.parametrize("name", ["finding-acknowledge", "finding-close"])
-def test_steps_are_post_only(story: Story, clients: dict[str, Client], name: str) -> None:
-    assert clients["manager"].get(_url(name, story)).status_code == 405
+def test_steps_reopened_by_get_go_to_the_finding(story: Story, clients: dict[str, Client], name: str) -> None:
+    """issue 14: the address of a POST step, reloaded or reopened, is the finding's page (never a 405)."""
+    response = clients["manager"].get(_url(name, story))
+    assert response.status_code == 302 and response["Location"] == f"/findings/{story.integrity_finding.pk}/"
 
 
 @pytest.mark.parametrize("name", [n for n, m, _ in MATRIX if m == "GET"])

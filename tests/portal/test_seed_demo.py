@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
+from reviewportal.management.commands import seed_demo
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Receipt, Task, Verification
+from verification.models import Receipt, ReviewLease, Task, Verification
 from verification.review_selectors import queue_page
-from verification.services.reviews import new_request_key, review_claim, review_decide
+from verification.services.reviews import new_request_key, review_claim, review_claim_next, review_decide
 
 pytestmark = pytest.mark.django_db
 
@@ -72,3 +74,50 @@ def test_the_demo_traps_refuse_the_demo_reviewer(signing_key: Any, var_dir: Path
     assert _refusal(reviewer, lost, "PASS", evidence(lost)) is Reason.MISSING_EVIDENCE_INTEGRITY_PROOF
     mismatch = _item("mismatch")
     assert _refusal(reviewer, mismatch, "PASS", evidence(mismatch)) is Reason.MISMATCH_NEEDS_NEW_EVIDENCE
+
+
+# --- issue 14: a second reviewer, the printed address, a quiet seed, a trap "Next item" never offers ------------------
+
+
+def test_the_demo_prints_only_the_logins_and_the_queue_and_its_address_follows_make_run(
+    signing_key: Any, var_dir: Path
+) -> None:
+    out = StringIO()
+    call_command("seed_demo", "--url", "http://0.0.0.0:8080", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("Demo portal: http://0.0.0.0:8080/ (passwords kept in ")
+    assert [line.split()[:3] for line in lines[1:6]] == [
+        ["reviewer", "user", "reviewer"], ["reviewer", "user", "reviewer2"], ["manager", "user", "manager"],
+        ["admin", "user", "admin"], ["Demo", "queue:", "10"],
+    ]
+    assert "at http://0.0.0.0:8080/queue/" in lines[5] and len(lines) == 6
+    assert get_user_model().objects.get(username="reviewer2").groups.filter(name="reviewer").exists()
+
+
+def test_the_seed_holds_back_celery_and_kombu_below_error(caplog: pytest.LogCaptureFixture) -> None:
+    """What ``make run`` printed before (issue 14): Celery's INFO per eager task, kombu's WARNING without a broker."""
+    before = [logging.getLogger(n).level for n in ("celery", "kombu")]
+    with caplog.at_level(logging.DEBUG), seed_demo._quiet():
+        logging.getLogger("celery.app.trace").info("Task verification.run succeeded")
+        logging.getLogger("kombu.connection").warning("No hostname was supplied. Reverting to default 'localhost'")
+        logging.getLogger("celery.app.trace").error("a failure is still shown")
+    assert [r.getMessage() for r in caplog.records] == ["a failure is still shown"]
+    assert [logging.getLogger(n).level for n in ("celery", "kombu")] == before  # restored afterwards
+
+
+def test_the_demo_reviewer_never_gets_the_trap_from_next_item_and_the_second_reviewer_clears_it(
+    signing_key: Any, var_dir: Path
+) -> None:
+    _seed()
+    users = get_user_model().objects
+    reviewer, reviewer2 = users.get(username="reviewer"), users.get(username="reviewer2")
+    trap = _item("self-review-trap")
+    offered = []
+    while (item := review_claim_next(user=reviewer)) is not None:  # holds each: the loop ends when none is left
+        offered.append(item.task.external_ref)
+    assert "demo:self-review-trap" not in offered and len(offered) == 9
+    assert ReviewLease.objects.filter(verification=trap).count() == 0
+    assert review_claim_next(user=reviewer2) == trap
+    decision = review_decide(user=reviewer2, verification=trap, verdict="FAIL", rationale="reviewer wrote it",
+                             cited_evidence_ids=[], request_key=new_request_key())
+    assert decision.receipt is not None and decision.receipt.kind == "decision"
