@@ -1,8 +1,8 @@
 """One contract per cycle (SPEC §1; issue 11 item 3): a second acceptance of a cycle is refused by the database too.
 
 Before the constraint, a cycle could hold several acceptances (the latest counted). Those cycles keep their latest
-acceptance as the contract, exactly as they were read; the earlier rows of such a cycle cannot stay beside the
-constraint, so the migration stops and names them instead of deleting anything: an admin decides (reopen the task).
+acceptance as the contract, exactly as it was read; the earlier rows of such a cycle cannot stay beside the
+constraint, so the migration stops and names those cycles instead of deleting anything: an admin decides.
 """
 
 from django.db import migrations, models
@@ -21,7 +21,7 @@ def refuse_duplicates(apps, schema_editor):  # noqa: ANN001 - migration signatur
         raise RuntimeError(
             "cycles with more than one accepted contract (the latest counted until now): "
             + ", ".join(found)
-            + ". Reopen those tasks (a new cycle takes its own contract) and remove the extra rows by hand, then migrate."
+            + ". Keep one acceptance per cycle by hand (reopen a task to take another contract), then migrate."
         )
 
 
