@@ -468,6 +468,7 @@ def verification_view(verification: Verification, *, now: datetime) -> dict[str,
         "supersedes": str(verification.supersedes_id) if verification.supersedes_id else None,
         "awaiting_evidence": verification.awaiting_evidence,
         "human_decided": verification.human_decided,
+        "claims": [],
     }
     if head is None:
         return view
@@ -488,6 +489,7 @@ def verification_view(verification: Verification, *, now: datetime) -> dict[str,
             "flagged": outcome.flagged,
             "flag_reason": outcome.flag_reason,
             "verdict": {"results": _results(verification, outcome, payload)},
+            "claims": list(payload.get("claims", ())),
             "kernel_verdict": outcome.verdict.value,
             "reason": outcome.reason.value if outcome.reason is not None else None,
             "reason_text": explain(outcome.reason) if outcome.reason is not None else None,

@@ -7,6 +7,7 @@ so at that moment. The clock is an argument (or a monkeypatched ``timezone.now``
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from datetime import UTC, datetime, timedelta
@@ -38,7 +39,7 @@ def _ids(response: Any) -> list[str]:
 
 
 def test_an_expired_pending_is_listed_as_it_reads_issue_13_item_1(
-    signing_key: Any, api: Api, cast: Cast, monkeypatch: pytest.MonkeyPatch
+    signing_key: Any, api: Api, cast: Cast, monkeypatch: pytest.MonkeyPatch  # noqa: F811 - the fixtures, by name
 ) -> None:
     """The reproduction: deadline 1 s, on_expiry FAIL; 1.6 s later the item reads FAIL / not_met / flagged."""
     clock = {"now": datetime.now(UTC)}
@@ -70,7 +71,9 @@ def test_an_expired_pending_is_listed_as_it_reads_issue_13_item_1(
     }
 
 
-def test_a_bad_verdict_or_determination_filter_is_invalid_request(signing_key: Any, api: Api, cast: Cast) -> None:
+def test_a_bad_verdict_or_determination_filter_is_invalid_request(
+    signing_key: Any, api: Api, cast: Cast  # noqa: F811 - the fixtures, by name
+) -> None:
     from tests.api.conftest import assert_error
 
     assert_error(api.get("/v1/verifications", caller=cast.agent, verdict="MAYBE"), 400, "invalid-request")
@@ -184,11 +187,10 @@ def test_every_filtered_list_is_exactly_the_items_that_read_so(
                 submitted.append(verification)
             elif kind == "deliver" and submitted:
                 target = submitted[i % len(submitted)]
-                try:
+                # Refused when not pending any more or past its deadline: nothing written.
+                with contextlib.suppress(ServiceError):
                     result_deliver(actor=world.external.actor, token=world.external.token, verification=target,
                                    criterion_id=f"ext-{i % len(imported)}", body={"verdict": arg}, now=clock)
-                except ServiceError:
-                    pass  # not pending any more, or past its deadline: refused, nothing written
             _check_lists_against_reads(clock)
         _check_lists_against_reads(clock + timedelta(seconds=5))
         transaction.set_rollback(True)

@@ -24,6 +24,7 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from verification.api.errors import ApiError
 from verification.kernel import limits
+from verification.kernel.claims import MAX_CLAIMS
 from verification.kernel.digests import is_digest
 from verification.kernel.expressions import is_symbol
 from verification.kernel.reasons import Reason
@@ -407,6 +408,24 @@ class ImportedResultSerializer(StrictSerializer):
     )
 
 
+class ClaimSerializer(StrictSerializer):
+    """A submitter's own assertion about evidence (SPEC §5): it binds and answers, it never decides."""
+
+    symbol = StrictCharField(max_length=128, help_text="the evidence symbol the claim is about")
+    observable = StrictCharField(max_length=200, help_text="evidence.content-digest is the one decidable observable")
+    expression = StrictCharField(max_length=MAX_TEXT, help_text='(= <symbol> "sha256:<64 lowercase hex>")')
+
+
+class ClaimResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    symbol = serializers.CharField()
+    observable = serializers.CharField()
+    expression = serializers.CharField()
+    verdict = serializers.ChoiceField(choices=("PASS", "FAIL", "UNKNOWN"))
+    reason = serializers.CharField(help_text="a registered reason code")
+    evidence_id = serializers.CharField(allow_null=True)
+    detail = serializers.CharField(allow_blank=True)
+
+
 class VerificationRequestSerializer(StrictSerializer):
     task = StrictCharField(max_length=ID_MAX, help_text="the subject; its current cycle and contract are the server's")
     evidence = serializers.ListField(child=EvidenceBindingSerializer(), required=False, max_length=MAX_EVIDENCE_ITEMS)
@@ -417,6 +436,10 @@ class VerificationRequestSerializer(StrictSerializer):
     results = serializers.ListField(
         child=ImportedResultSerializer(), required=False, max_length=MAX_RESULTS,
         help_text="external verifiers' tokens with the results:write scope only",
+    )
+    claims = serializers.ListField(
+        child=ClaimSerializer(), required=False, max_length=MAX_CLAIMS,
+        help_text="the submitter's own claims (SPEC §5): each answers PASS/FAIL or UNKNOWN with its code",
     )
     wait_ms = StrictIntegerField(
         required=False, min_value=0, max_value=MAX_WAIT_MS,
@@ -637,6 +660,7 @@ class VerificationResponseSerializer(serializers.Serializer):  # type: ignore[ty
     supersedes = serializers.UUIDField(allow_null=True)
     awaiting_evidence = serializers.BooleanField()
     human_decided = serializers.BooleanField()
+    claims = ClaimResultSerializer(many=True, help_text="the submission's claims as they answered (SPEC §5)")
 
 
 class VerificationPageSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from verification.kernel.actors import Actor
+from verification.kernel.claims import BoundBytes, ClaimResult, evaluate_claims, flag_contradicted
 from verification.kernel.contracts import Claim, first_claim_at
 from verification.kernel.criteria import (
     Baseline,
@@ -104,6 +105,7 @@ class RunResult:
     integrity: IntegrityProof
     findings: tuple[IntegrityEntry, ...]
     citations: tuple[Citation, ...] = field(default=())
+    claims: tuple[ClaimResult, ...] = field(default=())  # SPEC §5: the submitter's own claims, as they answered
 
 
 def _deterministic(criterion: Criterion, ctx: RunContext, bound: Mapping[str, BoundEvidence]) -> Check:
@@ -192,6 +194,7 @@ def evaluate_run(
     ctx: RunContext,
     bound: Mapping[str, BoundEvidence],
     arrived: Mapping[str, ArrivedResult],
+    claims: Sequence[Mapping[str, Any]] = (),
 ) -> RunResult:
     """Evaluate every criterion of the contract over the stored facts, fold, and roll up (issued, not read).
 
@@ -235,8 +238,16 @@ def evaluate_run(
             )
         )
     outcome = roll_up(results, integrity=integrity, now=None)
+    # SPEC §5: claims bind and answer; a contradicted one flags for review and changes nothing else.
+    answered = evaluate_claims(claims, {
+        symbol: BoundBytes(item.evidence_id, None if item.stored.redacted else item.stored.content)
+        for symbol, item in bound.items()
+    })
+    outcome = flag_contradicted(outcome, [c.as_payload() for c in answered])
     findings = tuple(e for e in integrity.entries if e.raises_finding)
-    return RunResult(outcome=outcome, integrity=integrity, findings=findings, citations=tuple(citations))
+    return RunResult(
+        outcome=outcome, integrity=integrity, findings=findings, citations=tuple(citations), claims=answered
+    )
 
 
 # --- the receipt payload (SPEC §7) and reading it back (SPEC §2: PENDING resolved when read) -----------------------
@@ -363,7 +374,7 @@ def read_outcome(payload: Mapping[str, Any], *, now: datetime) -> Outcome:
         for c in payload.get("criteria", ())
     ]
     integrity = integrity_from_payload(entries, redacted=_redacted_at_issue(payload, entries))
-    return roll_up(results, integrity=integrity, now=now)
+    return flag_contradicted(roll_up(results, integrity=integrity, now=now), payload.get("claims", ()))
 
 
 def result_may_arrive(outcome: Outcome, criterion_id: str, *, arrived_at: datetime) -> Pending:

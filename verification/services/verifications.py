@@ -62,6 +62,7 @@ from verification.kernel import actors as kactors
 from verification.kernel import limits
 from verification.kernel.canonical import canonicalize, loads_strict
 from verification.kernel.chain import format_created_at
+from verification.kernel.claims import MAX_CLAIMS
 from verification.kernel.contracts import first_claim_at, subject_key
 from verification.kernel.criteria import Baseline as KernelBaseline
 from verification.kernel.criteria import Criterion, CriterionKind, RegisteredRubric, is_authoritative
@@ -143,7 +144,8 @@ NO_CONTRACT_HASH: Final = "0" * 64
 NO_CONTRACT_CRITERION: Final = Criterion(id="contract", kind=CriterionKind.IMPORTED, description="no accepted contract")
 
 TRANSPORT_FIELDS: Final = frozenset({"wait_ms"})
-BODY_FIELDS: Final = frozenset({"task", "evidence", "judgments", "results", "wait_ms"})
+BODY_FIELDS: Final = frozenset({"task", "evidence", "judgments", "results", "claims", "wait_ms"})
+CLAIM_FIELDS: Final = frozenset({"symbol", "observable", "expression"})
 BINDING_FIELDS: Final = frozenset(
     {"symbol", "evidence_id", "content_base64", "media_type", "evidence_type", "collected_at", "max_age_seconds",
      "expires_at", "as_manifest"}
@@ -319,11 +321,29 @@ def parse_submission(body: Mapping[str, Any], *, task: Task) -> _Submission:
         raise _invalid("each symbol is bound once")
     judgments = _parse_results(body, "judgments")
     results = _parse_results(body, "results")
+    _check_claims(body.get("claims", []))
     stored = {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS}
     if "evidence" in body:
         stored["evidence"] = hashed_bindings
     submission_hash = hashlib.sha256(canonicalize(stored)).hexdigest()
     return _Submission(tuple(bindings), judgments, results, stored, submission_hash)
+
+
+def _check_claims(claims: object) -> None:
+    """SPEC §5: the claims list's wire shape (objects of three texts); what they say is the kernel's to classify."""
+    if not isinstance(claims, list) or len(claims) > MAX_CLAIMS:
+        raise _invalid(f"claims is a list of at most {MAX_CLAIMS} objects")
+    for index, claim in enumerate(claims):
+        if not isinstance(claim, Mapping):
+            raise _invalid(f"claims[{index}] is an object")
+        _unknown_fields(claim, CLAIM_FIELDS, f"claims[{index}]")
+        if set(claim) != CLAIM_FIELDS or not all(isinstance(v, str) for v in claim.values()):
+            raise _invalid(f"claims[{index}] has symbol, observable and expression, each text")
+
+
+def _claims_of(verification: Verification) -> list[Any]:
+    claims = (verification.body or {}).get("claims", [])
+    return claims if isinstance(claims, list) else []
 
 
 def _check_imported_body(entry: Mapping[str, Any], where: str) -> None:
@@ -892,6 +912,7 @@ def _payload(
         "authority": authority.value,
         "evidence": facts.evidence_payload,
         "citations": [c.as_payload() for c in result.citations],
+        "claims": [c.as_payload() for c in result.claims],  # SPEC §5: beside the criteria, with verdict and code
         "integrity_proof": result.integrity.as_payload(),
         "results_received": facts.arrived_payload,
         "supersedes_receipt_id": supersedes_receipt_id,
@@ -1011,7 +1032,10 @@ def _raise_disagreements(verification: Verification, facts: _Facts, verdict: Ver
 
 def _run_locked(verification: Verification, *, now: datetime) -> Receipt:
     facts = _load(verification, now=now)
-    result = evaluate_run(criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived)
+    result = evaluate_run(
+        criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived,
+        claims=_claims_of(verification),
+    )
     previous = head_of(verification.supersedes) if verification.supersedes is not None else None
     payload = _payload(
         facts,
@@ -1179,7 +1203,10 @@ def result_deliver(
         receipt = _run_locked(locked, now=when)
     else:
         facts = _load(locked, now=when)
-        result = evaluate_run(criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived)
+        result = evaluate_run(
+            criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived,
+            claims=_claims_of(locked),
+        )
         payload = _payload(
             facts,
             result,
