@@ -614,12 +614,22 @@ def _cached_states() -> dict[str, tuple[Any, Any, bool, bool]]:
             in rows.iterator(chunk_size=CHUNK)}
 
 
+def _any_decision(envelopes: list[str]) -> bool:
+    for envelope in envelopes:
+        try:
+            payload = loads_strict(envelope)["payload"]
+        except (KernelError, KeyError, TypeError):
+            continue
+        if isinstance(payload, Mapping) and payload.get("kind") == "decision":
+            return True
+    return False
+
+
 def _cache_mismatch(cached: tuple[Any, Any, bool, bool], envelopes: list[str]) -> str | None:
     """How the cached columns disagree with the head receipt they derive from (SPEC §7: the receipt is the truth)."""
     verdict, determination, flagged, human_decided = cached
     try:
         head = loads_strict(envelopes[-1])["payload"]
-        decided = any(loads_strict(e)["payload"].get("kind") == "decision" for e in envelopes)
     except (KernelError, KeyError, TypeError, AttributeError):
         return None  # a malformed envelope is the chain check's finding
     if not isinstance(head, Mapping):
@@ -635,7 +645,7 @@ def _cache_mismatch(cached: tuple[Any, Any, bool, bool], envelopes: list[str]) -
     else:
         if bool(head.get("flagged")) != flagged:
             wrong.append(f"flagged {flagged}, head {bool(head.get('flagged'))}")
-        if human_decided and not decided:
+        if human_decided and not _any_decision(envelopes[:-1]):
             wrong.append("human_decided without any decision receipt")
     return "; ".join(wrong) or None
 
