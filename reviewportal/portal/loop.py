@@ -13,6 +13,7 @@ from django.http import HttpRequest
 SKIPPED: Final = "portal.skipped"
 DECIDED: Final = "portal.decided"
 LAST_DECIDED: Final = "portal.last_decided"
+NOTHING_LEFT: Final = "portal.nothing_left"
 FORM_PREFIX: Final = "portal.form:"
 #: A session remembers at most this many skipped items (the oldest are forgotten first).
 MAX_SKIPPED: Final = 200
@@ -46,6 +47,16 @@ def count_decision(request: HttpRequest, verification_id: Any) -> None:
 def last_decided(request: HttpRequest) -> str | None:
     value = request.session.get(LAST_DECIDED)
     return str(value) if value else None
+
+
+def mark_nothing_left(request: HttpRequest) -> None:
+    """"Next item" found nothing this reviewer may claim: the next queue page shows the empty state."""
+    request.session[NOTHING_LEFT] = True
+
+
+def nothing_left(request: HttpRequest) -> bool:
+    """Once: whether the last "Next item" found nothing (the queue page after it shows the empty state)."""
+    return bool(request.session.pop(NOTHING_LEFT, False))
 
 
 def keep_form(request: HttpRequest, verification_id: Any, state: dict[str, Any]) -> None:

@@ -111,8 +111,15 @@ def queue(request: HttpRequest) -> HttpResponse:
         "authorities": review_selectors.AUTHORITIES,
         "ages": AGE_FILTERS,
         "progress": _progress(request, page.total),
-        "awaiting": review_selectors.awaiting_evidence_items(limit=20) if not page.rows and not query else [],
+        "nothing_for_you": loop.nothing_left(request),
     }
+    # The empty state (issue 14): nothing in the queue, or nothing left this reviewer may claim; it lists what is
+    # awaiting evidence.
+    context["awaiting"] = (
+        review_selectors.awaiting_evidence_items(limit=20)
+        if context["nothing_for_you"] or (not page.rows and not query)
+        else []
+    )
     htmx = getattr(request, "htmx", None)
     if htmx and not htmx.history_restore_request:
         return render(request, "portal/_queue_list.html", context)
@@ -142,6 +149,7 @@ def _open_next(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"{refusal['text']} {refusal['detail']}".strip())
         return redirect("portal:queue")
     if claimed is None:
+        loop.mark_nothing_left(request)
         messages.info(
             request,
             "Nothing left for you to claim: every queue item is decided, held by another reviewer, "

@@ -28,7 +28,7 @@ def test_a_reviewer_claims_reads_highlighted_evidence_passes_and_sees_the_supers
     queue: Queue, reviewer: Any, live_server: Any, page: Any, sign_in: Any, console: Console, artifacts: Any
 ) -> None:
     item = queue.cited_conflict("Release notes claim")
-    queue.unknown("Timeout review")
+    following = queue.unknown("Timeout review")
     old_head = head_of(item)
     assert old_head is not None
     console.watch(page)
@@ -50,7 +50,10 @@ def test_a_reviewer_claims_reads_highlighted_evidence_passes_and_sees_the_supers
     page.check('input[name="verdict"][value="PASS"]')
     page.fill("#id_rationale", "The full log shows every test passing; the model misread it.")
     page.click("[data-decide]")
-    page.wait_for_url(re.compile(rf".*/review/{item.pk}/#decision$"))
+    page.wait_for_url(re.compile(rf".*/review/{following.pk}/$"))  # issue 14: the next item opens
+    assert "1 decided this session" in page.locator("[data-progress]").inner_text()
+    page.click("[data-progress-last]")  # the one just decided
+    page.wait_for_url(re.compile(rf".*/review/{item.pk}/$"))
 
     head = head_of(item)
     assert head is not None and head.kind == "decision" and head.supersedes_receipt_id == old_head.content_hash
@@ -72,21 +75,14 @@ def test_a_self_review_is_refused_with_its_reason(
     console.watch(page)
     sign_in(page, reviewer)
     page.goto(f"{live_server.url}/review/{item.pk}/")
-    page.click("[data-claim-this]")
-    page.wait_for_selector("[data-decision-form]")
-    page.check('input[name="cited_evidence"]')
-    page.check('input[name="verdict"][value="PASS"]')
-    page.fill("#id_rationale", "Looks right to me.")
-    page.click("[data-decide]")
-    alert = page.locator("#refusal")
-    alert.wait_for()
+    # issue 14: said up front, before any typing; nothing to claim, no form to fill
+    alert = page.locator("#bar")
     text = alert.inner_text()
-    assert "worker-self-verification" in text
+    assert "You cannot decide this item" in text and "worker-self-verification" in text
     assert "claimed the task" in text
+    assert page.locator("[data-claim-this]").count() == 0 and page.locator("[data-decision-form]").count() == 0
     assert Receipt.objects.filter(verification=item, kind="decision").count() == 0
-    lease = ReviewLease.objects.get(verification=item)
-    assert lease.released_at is not None  # released for others
-    assert page.locator("[data-claim-this]").count() == 1
+    assert not ReviewLease.objects.filter(verification=item).exists()  # never held, so never kept from others
 
 
 def test_two_browser_contexts_never_hold_the_same_item(
@@ -140,21 +136,23 @@ def test_the_keyboard_flow_clears_three_items(
     assert page.evaluate("document.activeElement.name") == "subject"
     page.keyboard.press("Escape")
 
-    for n in range(3):
-        page.keyboard.press("c")
+    page.keyboard.press("c")
+    for n in range(3):  # after each decision the next item opens, claimed (issue 14)
         page.wait_for_url(re.compile(rf".*/review/{UUID}/$"))
         page.wait_for_selector("[data-decision-form]")
-        page.keyboard.press("1")  # tick the first evidence item
-        page.keyboard.press("p")  # pass; the rationale has the focus now
+        page.keyboard.press("p")  # pass: the focus stays where it was (issue 14) ...
+        page.keyboard.press("1")  # ... so "1" ticks the first evidence item instead of typing into the rationale
+        assert page.locator('input[name="cited_evidence"]').first.is_checked()
+        assert page.locator("#id_rationale").input_value() == ""
+        page.keyboard.press("r")  # r: write the rationale
         page.keyboard.type(f"keyboard decision {n}: config checked by hand")
-        page.keyboard.press("Control+Enter")
-        page.wait_for_url(re.compile(r".*#decision$"))
-        assert page.locator("[data-decision-verdict]").inner_text() == "PASS"
+        with page.expect_navigation():
+            page.keyboard.press("Control+Enter")
     assert all(Verification.objects.get(pk=v.pk).human_decided for v in items)
-    page.keyboard.press("c")  # nothing left
-    page.wait_for_url(re.compile(r".*/queue/$"))
+    page.wait_for_url(re.compile(r".*/queue/$"))  # nothing left: the empty state
     assert page.locator("[data-queue-total]").inner_text() == "0"
-    assert "Nothing left to claim" in page.locator(".messages").inner_text()
+    assert "Nothing left for you to claim" in page.locator(".messages").inner_text()
+    assert "3</strong> decided this session" in page.locator("[data-progress]").inner_html()
 
 
 def test_the_queue_poll_pauses_while_the_tab_is_hidden(
