@@ -50,7 +50,15 @@ from verification.models import (
     Verification,
     VerificationEvidence,
 )
-from verification.selectors import head_of, proof_for, receipt_payload, review_queue, rubric_criteria, trusted_keys
+from verification.selectors import (
+    head_of,
+    proof_for,
+    receipt_payload,
+    review_queue,
+    rubric_criteria,
+    trusted_keys,
+    untrusted_head,
+)
 
 # --- the queue -------------------------------------------------------------------------------------------------------
 
@@ -765,6 +773,10 @@ def review_view(verification: Verification, *, now: datetime) -> ReviewView:
         flagged, flag_reason = outcome.flagged, outcome.flag_reason
     else:
         verdict, determination, reason, flagged, flag_reason = "", None, None, False, None
+    if head is not None and untrusted_head(head):  # SPEC §8: no verdict from a key only the database vouches for
+        verdict, determination = "", None
+        reason = flag_reason = Reason.KEY_NOT_IN_PIN_JOURNAL.value
+        flagged = True
     if head is None:
         status = "queued"
     elif outcome is not None and outcome.status_running and decision_payload is None:

@@ -104,6 +104,14 @@ def test_the_insert_only_forgery_is_trusted_nowhere(chain: Any, checkpoint_log: 
     assert (view["flag_reason"], view["reason"]) == ("key-not-in-pin-journal", "key-not-in-pin-journal")
     assert view["kernel_verdict"] is None
 
+    # the review page: no verdict either, flagged with the code
+    from verification.review_selectors import review_view
+
+    page = review_view(verification, now=timezone.now())
+    assert (page.verdict, page.determination, page.flagged) == ("", None, True)
+    assert page.flag_reason == page.reason == "key-not-in-pin-journal"
+    assert page.chain_ok is False and page.chain_reason == "unknown-key"
+
     # the JWKS: never published (the keys table says retired, which used to be enough)
     published = client.get("/.well-known/acretix-verify/keys.json").json()
     assert kid not in {k["kid"] for k in published["keys"]}
