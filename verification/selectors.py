@@ -428,6 +428,21 @@ def untrusted_head(head: Receipt) -> bool:
     return not trust.is_trusted_signer(head.key_id)
 
 
+def _latest_automated(verification: Verification) -> Receipt | None:
+    """The latest receipt of the chain that holds criteria (a run or a result), or None."""
+    for receipt in Receipt.objects.filter(verification=verification).order_by("-seq"):
+        if "criteria" in receipt_payload(receipt):
+            return receipt
+    return None
+
+
+def _explain_code(code: object) -> str | None:
+    try:
+        return explain(Reason(str(code))) if code else None
+    except ValueError:
+        return None
+
+
 def verification_view(verification: Verification, *, now: datetime) -> dict[str, Any]:
     """A verification as the API returns it (the second seed's shape) resolved at ``now``.
 
@@ -479,6 +494,17 @@ def verification_view(verification: Verification, *, now: datetime) -> dict[str,
         for name in ("determination", "score", "confidence", "flagged", "flag_reason"):
             view[name] = payload.get(name, view[name])
         view["kernel_verdict"] = payload.get("verdict")
+        reason = payload.get("reason")
+        view["reason"] = reason
+        view["reason_text"] = _explain_code(reason)
+        # The per-criterion results are those of the latest run or result the decision superseded, as read now.
+        automated = _latest_automated(verification)
+        if automated is not None:
+            automated_payload = receipt_payload(automated)
+            view["verdict"] = {
+                "results": _results(verification, read_outcome(automated_payload, now=now), automated_payload)
+            }
+            view["claims"] = list(automated_payload.get("claims", ()))
         return view
     succeeded = status == Status.SUCCEEDED
     view.update(

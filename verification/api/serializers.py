@@ -704,6 +704,7 @@ class EventPayloadSerializer(serializers.Serializer):  # type: ignore[type-arg]
     determination = serializers.CharField(required=False, allow_null=True)
     flagged = serializers.BooleanField(required=False)
     reason = serializers.CharField(required=False, allow_null=True)
+    flag_reason = serializers.CharField(required=False, allow_null=True)
     attempts = serializers.IntegerField(required=False)
     error = serializers.CharField(required=False, allow_null=True)
     criterion = serializers.CharField(required=False)

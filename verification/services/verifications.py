@@ -978,6 +978,8 @@ def _record_outcome(verification: Verification, facts: _Facts, result: RunResult
             "verdict": outcome.verdict.value,
             "determination": determination,
             "flagged": outcome.flagged,
+            "reason": outcome.reason.value if outcome.reason is not None else None,
+            "flag_reason": outcome.flag_reason,
         },
     )
 
