@@ -31,6 +31,7 @@ from reviewportal.history.access import (
     history_required,
 )
 from reviewportal.history.forms import FindingStepForm, HistoryFilterForm
+from reviewportal.webwords import field_problems
 from verification import history_selectors as hs
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
@@ -94,11 +95,14 @@ def history(request: HttpRequest) -> HttpResponse:
     filters = hs.clean_filters(request.GET)
     cursor = request.GET.get("cursor", "").strip() or None
     error = None
+    problems: dict[str, str] = {}
     try:
         page = hs.history_page(filters=filters, cursor=cursor, limit=PAGE_SIZE, now=now)
     except KernelError as exc:
         error = _refusal(exc)  # shown instead of rows: a bad filter must not look like a result
         page = hs.HistoryPage(rows=[], next_cursor=None)
+        # issue 14: every bad filter at once, in plain words, beside its field (the selector's own checks)
+        problems = field_problems(lambda one: hs.history_queryset(filters=one, now=now), filters)
     reviewers = hs.reviewer_choices()
     context = {
         "form": HistoryFilterForm(request.GET or None, reviewers=reviewers),
@@ -106,6 +110,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "query": filters,
         "cursor": cursor,
         "error": error,
+        "problems": problems,
         "now": now,
         "self_url": _url("history:history", {**filters, **({"cursor": cursor} if cursor else {})}),
         "next_url": _url("history:history", {**filters, "cursor": page.next_cursor}) if page.next_cursor else None,

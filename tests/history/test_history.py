@@ -162,7 +162,8 @@ def test_a_bad_filter_is_refused_with_its_reason_and_shows_no_rows(story: Story,
                                                                    code: str) -> None:
     client = client_for(manager)
     page = client.get(f"/history/?{query}").content.decode()
-    assert f"<strong>{code}</strong>" in page and not ROW.search(page)
+    assert f'data-refusal="{code}"' in page and not ROW.search(page)
+    assert "well-formed JSON" not in page  # web words on the web (issue 14)
     export = client.get(f"/history/export.csv?{query}")
     if "cursor" not in query:  # exports take no cursor (they stream every matching row)
         assert export.status_code == 400 and export.content.decode().startswith(f"{code}:")
@@ -278,3 +279,16 @@ def test_the_shared_address_is_the_clean_one(story: Story, manager: Any) -> None
     fragment = client.get("/history/?subject=&verdict=FAIL&flagged=", headers={"HX-Request": "true"})
     assert fragment.status_code == 200 and fragment["HX-Push-Url"] == "/history/?verdict=FAIL"
     assert ROW.findall(fragment.content.decode()) == [str(story.failed.pk)]
+
+
+def test_every_bad_filter_is_named_at_once_in_plain_words_beside_its_field(story: Story, manager: Any) -> None:
+    """issue 14: not the API's "invalid-request — The request is well-formed JSON but…", and not only the first."""
+    page = client_for(manager).get("/history/?verdict=MAYBE&flagged=maybe&since=yesterday&subject=x").content.decode()
+    assert 'data-refusal="invalid-request"' in page and not ROW.search(page)
+    assert "Check the filters</strong> — 3 problems" in page
+    for name in ("verdict", "flagged", "since"):
+        assert f'data-problem="{name}"' in page and f'data-field-error="{name}"' in page
+    assert 'data-field-error="subject"' not in page
+    assert "well-formed JSON" not in page
+    damaged = client_for(manager).get("/history/?cursor=%25%25%25").content.decode()
+    assert "This page link is out of date or damaged" in damaged
