@@ -23,7 +23,7 @@ from tests.conftest import owner_cursor, split_roles
 from verification import db_guards, db_roles
 from verification.kernel.findings import Finding as KernelFinding
 from verification.kernel.findings import FindingKind
-from verification.models import AuditLeaf, AuditRun, ReviewDecision
+from verification.models import AuditLeaf, AuditRecordLeaf, AuditRun, ReviewDecision
 from verification.services.actors import actor_for_user
 from verification.services.findings import finding_raise
 from verification.services.security_log import security_log_record
@@ -70,6 +70,7 @@ def every_table_has_a_row(chain: Any, django_user_model: Any) -> None:
     ).save()
     security_log_record(kind="key-pin", user=user, target="k")
     AuditLeaf(position=0, verification=verification, seq=0, content_hash="a" * 64).save()
+    AuditRecordLeaf(position=1, kind="pin-log", ref=1, digest="b" * 64, added_at=timezone.now()).save()
     AuditRun(started_at=timezone.now(), finished_at=timezone.now()).save()
     for table in TABLES:
         assert _count(table) > 0, table
