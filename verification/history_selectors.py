@@ -595,8 +595,14 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
     successors = {v.supersedes_id: v.pk for v in verifications if v.supersedes_id}
     items: dict[uuid.UUID, list[TimelineReceipt]] = defaultdict(list)
     timeline_receipts: dict[str, TimelineReceipt] = {}
+    from verification import trust
+
+    trusted = trust.trusted_keys("proof-signing")
     for r in receipts:
         payload = receipt_payload(r)
+        if r.key_id not in trusted:  # SPEC §8: no verdict from a key only the database vouches for
+            untrusted = Reason.KEY_NOT_IN_PIN_JOURNAL.value
+            payload = {**payload, "verdict": "", "determination": None, "reason": untrusted}
         decision = by_receipt.get(r.content_hash)
         supersedes = payload.get("supersedes_receipt_id")
         label = ""
@@ -609,8 +615,8 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
             seq=r.seq,
             content_hash=r.content_hash,
             kind=r.kind,
-            verdict=r.verdict or str(payload.get("verdict") or ""),
-            determination=r.determination or payload.get("determination"),
+            verdict=(r.verdict or str(payload.get("verdict") or "")) if r.key_id in trusted else "",
+            determination=(r.determination or payload.get("determination")) if r.key_id in trusted else None,
             authority=r.authority or str(payload.get("authority") or ""),
             actor=r.actor or _actor_id(payload.get("actor")),
             decided_by=decision.user.get_username() if decision is not None else "",

@@ -302,3 +302,19 @@ def test_cached_columns_are_checked_against_the_head_receipt(chain: Any, checkpo
     [mismatch] = [p for p in report.tamper if p.code is Reason.CACHED_STATE_MISMATCH]
     assert mismatch.verification_id == str(verification.pk) and mismatch.seq == len(receipts) - 1
     assert "human_decided False, flagged True" in mismatch.detail
+
+
+def test_the_subject_timeline_shows_no_verdict_from_the_forged_receipt(chain: Any, checkpoint_log: Path) -> None:
+    from verification.history_selectors import subject_timeline
+    from verification.models import Task, Verification
+
+    verification, receipts = chain
+    task = Task.objects.create(title="subject of the forgery")
+    Verification.objects.filter(pk=verification.pk).update(task=task, cycle=1)
+    forge_pass(verification)
+    timeline = subject_timeline(task, now=timezone.now())
+    shown = [r for c in timeline.cycles for v in c.verifications for r in v.receipts]
+    assert [r.seq for r in shown] == list(range(len(receipts) + 1))
+    honest, forged = shown[len(receipts) - 1], shown[-1]
+    assert (honest.verdict, honest.determination) == ("PASS", "met")  # the honest decision still reads as it was
+    assert (forged.verdict, forged.determination, forged.reason) == ("", None, "key-not-in-pin-journal")
