@@ -157,8 +157,14 @@ if split_roles():
             yield
         finally:
             with django_db_blocker.unblock():
-                with owner.cursor() as cursor:
-                    cursor.execute(f'REVOKE "{owner_name}" FROM "{app}"')
+                # A connection of its own: a run stopped early (--maxfail) may still have a test's database
+                # restrictions on the alias objects here.
+                raw = owner.get_new_connection(owner.get_connection_params())
+                try:
+                    raw.autocommit = True
+                    raw.execute(f'REVOKE "{owner_name}" FROM "{app}"')
+                finally:
+                    raw.close()
                 default.close()
                 default.settings_dict["NAME"] = settings.DATABASES["default"]["NAME"] = old_name
                 if not django_db_keepdb:
