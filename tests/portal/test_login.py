@@ -83,15 +83,15 @@ def test_permissions_reach_the_users(demo_passwords: dict[str, str]) -> None:
 def test_seed_demo_is_idempotent(var_dir: Path) -> None:
     first_output, first = _seed(var_dir)
     second_output, second = _seed(var_dir)
-    assert set(first) == {"reviewer", "manager", "admin"}
+    assert set(first) == {"reviewer", "reviewer2", "manager", "admin"}  # a second reviewer (issue 14)
     assert first == second
     assert first_output == second_output
-    assert len(set(first.values())) == 3
-    for role, password in first.items():
+    assert len(set(first.values())) == 4
+    for username, password in first.items():
         assert f"password {password}" in first_output
-        users = get_user_model().objects.filter(username=role)
+        users = get_user_model().objects.filter(username=username)
         assert users.count() == 1
-        assert users.get().groups.filter(name=role).exists()
+        assert users.get().groups.filter(name=username.rstrip("2")).exists()
         assert users.get().check_password(password)
     assert "http://127.0.0.1:8000/" in first_output
     assert stat.S_IMODE((var_dir / "demo-passwords.txt").stat().st_mode) == 0o600
