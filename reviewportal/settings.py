@@ -100,6 +100,7 @@ if _migrate_database_url is not None:
     if DATABASES["owner"]["ENGINE"] != DATABASES["default"]["ENGINE"]:
         raise ConfigurationError("REVIEWPORTAL_MIGRATE_DATABASE_URL", "must name a PostgreSQL database too")
 DATABASE_ROUTERS = ["verification.db_roles.OwnerMigrationsRouter"]
+
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # A database that does not answer fails a connection in seconds (a 503 with Retry-After, a retried run), not
     # after the operating system's TCP timeout of minutes (docs/deployment.md).
