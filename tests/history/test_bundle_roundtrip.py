@@ -1,10 +1,8 @@
 """One bundle format (issue 14): what History downloads is what ``/admin/verify-proof``, ``manage.py verify_proof
---bundle`` and the README's stand-alone script accept. The same downloaded bytes go through all three."""
+--bundle`` and the stand-alone ``scripts/verify_proof.py`` accept. The same downloaded bytes go through all three."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -13,7 +11,7 @@ from django.urls import reverse
 
 from tests.history.conftest import client_for
 from tests.history.test_exports import attacker_bundle, bundle, verify  # noqa: F401 - the bundle fixture, by name
-from tests.verification.test_readme_script import readme_script
+from tests.verification.test_verify_proof_script import run_verify_proof
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason
 
@@ -34,7 +32,7 @@ def _web(admin: Any, b: dict[str, Any], data: bytes, *, head: str | None = None)
     return response.content.decode()
 
 
-def test_a_downloaded_bundle_verifies_on_the_web_with_the_cli_and_with_the_readme_script(
+def test_a_downloaded_bundle_verifies_on_the_web_with_the_cli_and_with_the_stand_alone_script(
     bundle: dict[str, Any], admin_user: Any  # noqa: F811 - the fixture imported above, by name
 ) -> None:
     downloaded = bundle["path"].read_bytes()
@@ -44,13 +42,10 @@ def test_a_downloaded_bundle_verifies_on_the_web_with_the_cli_and_with_the_readm
     assert Reason.MALFORMED_PROOF.value not in page
     # 2. manage.py verify_proof --bundle, with the pinned fingerprint
     assert verify(bundle, "--pin", bundle["fingerprint"]) == (0, "ok")
-    # 3. the README's stand-alone script
-    script = bundle["tmp"] / "verify_proof.py"
-    script.write_text(readme_script(), encoding="utf-8")
+    # 3. the stand-alone scripts/verify_proof.py
     args = [bundle["fingerprint"], str(bundle["path"]), str(bundle["path"]), bundle["head"],
             str(bundle["verification"].pk), bundle["verification"].submission_hash]
-    done = subprocess.run([sys.executable, "-I", str(script), *args], cwd=bundle["tmp"], capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = run_verify_proof(args, cwd=bundle["tmp"])
     assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
 
 

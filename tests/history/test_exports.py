@@ -3,12 +3,12 @@ bundle, which our own tools accept only with the caller's pinned fingerprint and
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
 import re
 import subprocess
-import sys
 import tracemalloc
 from datetime import datetime
 from io import StringIO
@@ -21,7 +21,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from tests.history.conftest import Bulk, Story, client_for
-from tests.verification.test_readme_script import readme_script
+from tests.verification.test_verify_proof_script import run_verify_proof
 from verification import history_selectors as hs
 from verification.kernel.chain import sign_entry
 from verification.kernel.keys import PrivateKey
@@ -254,22 +254,38 @@ def test_a_bundle_with_a_swapped_key_and_a_re_signed_chain_is_refused(bundle: di
 
 
 @pytest.mark.slow
-def test_the_readme_script_verifies_the_bundle_and_refuses_the_forgery(bundle: dict[str, Any]) -> None:
-    script = bundle["tmp"] / "verify_proof.py"
-    script.write_text(readme_script(), encoding="utf-8")
+def test_the_stand_alone_script_verifies_the_bundle_and_refuses_tampered_ones(bundle: dict[str, Any]) -> None:
+    """scripts/verify_proof.py (standard library only) on the bundle History downloads, and on tampered copies."""
 
     def run(path: Path, head: str) -> subprocess.CompletedProcess[str]:
         args = [bundle["fingerprint"], str(path), str(path), head, str(bundle["verification"].pk),
                 bundle["verification"].submission_hash]
-        return subprocess.run([sys.executable, "-I", str(script), *args], cwd=bundle["tmp"], capture_output=True,
-                              text=True, timeout=60, check=False)
+        return run_verify_proof(args, cwd=bundle["tmp"])
 
     good = run(bundle["path"], bundle["head"])
     assert (good.returncode, good.stdout, good.stderr) == (0, "ok\n", "")
+    # the downloaded bytes with the decision's verdict edited: the envelope no longer hashes to its content hash
+    tampered_text = bundle["path"].read_text(encoding="utf-8")
+    edited = tampered_text.replace('\\"verdict\\":\\"FAIL\\"', '\\"verdict\\":\\"PASS\\"', 1)
+    assert edited != tampered_text
+    tampered = bundle["tmp"] / "tampered.json"
+    tampered.write_text(edited, encoding="utf-8")
+    refused = run(tampered, bundle["head"])
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == "content-hash-mismatch"
+    # the bundle with one signature's last byte changed: Ed25519 refuses it
+    document = json.loads(json.dumps(bundle["document"]))
+    signature = bytearray(base64.b64decode(document["proof"]["entries"][0]["signature"]))
+    signature[-2] ^= 1
+    document["proof"]["entries"][0]["signature"] = base64.b64encode(bytes(signature)).decode()
+    resigned = bundle["tmp"] / "bad-signature.json"
+    resigned.write_text(json.dumps(document), encoding="utf-8")
+    refused = run(resigned, bundle["head"])
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == "signature-failure"
+    # a chain re-signed by another key, whose own key set came with it: unknown to the pinned fingerprint
     forged, forged_head = attacker_bundle(bundle, PrivateKey.from_seed(bytes([9]) * 32))
     for head in (bundle["head"], forged_head):
         refused = run(forged, head)
-        assert refused.returncode != 0 and refused.stderr.strip().splitlines()[-1] == "unknown-key"
+        assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == "unknown-key"
 
 
 def test_a_verification_without_receipts_has_no_bundle(bulk: Bulk, manager: Any) -> None:

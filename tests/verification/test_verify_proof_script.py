@@ -1,13 +1,21 @@
-"""The README's "Verify a proof without our code" script, run exactly as printed, against real proofs."""
+"""The stand-alone verifier ``scripts/verify_proof.py`` (docs/proofs.md), run as a user runs it, against real proofs.
+
+It runs with ``python -I -S``: isolated, and without site-packages, so nothing but the standard library can be
+imported (no ``cryptography``, nothing of this repository). Its Ed25519 is checked against Wycheproof and
+RFC 8032 §7.1; its answers against the library verifier, tamper by tamper. The bundle History downloads goes through
+it in tests/history/test_exports.py and tests/history/test_bundle_roundtrip.py.
+"""
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,30 +25,32 @@ from verification.kernel.keys import PrivateKey, PublicKey
 from verification.kernel.verifier import TrustedKey, verify_proof_bytes
 from verification.selectors import head_of, jwks_document, proof_for
 
-BEGIN, END = "<!-- verify-proof-script:begin -->", "<!-- verify-proof-script:end -->"
+SCRIPT = REPO_ROOT / "scripts" / "verify_proof.py"
 
 
-def readme_script() -> str:
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, "the README must hold the script between its markers once"
-    block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
-    match = re.fullmatch(r"\s*```python\n(.*?)```\s*", block, re.DOTALL)
-    assert match is not None, "the script is one ```python fenced block between the markers"
-    return match.group(1)
+def run_verify_proof(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -I -S scripts/verify_proof.py ARGS``: no environment, no site-packages, only the standard library."""
+    return subprocess.run([sys.executable, "-I", "-S", str(SCRIPT), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def script_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("verify_proof_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
 def setup(chain: tuple[Any, list[Any]], signing_key: Any, tmp_path: Path) -> dict[str, Any]:
     verification, _ = chain
-    script = tmp_path / "verify_proof.py"
-    script.write_text(readme_script(), encoding="utf-8")
     keys = tmp_path / "keys.json"
     other = PrivateKey.from_seed(bytes([7]) * 32).public_key
     keys.write_text(json.dumps({"keys": [*jwks_document()["keys"], other.to_jwk()]}))
     head = head_of(verification)
     assert head is not None
     return {
-        "script": script,
         "keys": keys,
         "proof": proof_for(verification),
         "head": head.content_hash,
@@ -63,18 +73,45 @@ def run_script(s: dict[str, Any], proof: dict[str, Any], *, fingerprint: str | N
         str(s["verification"].id),
         submission_hash or s["verification"].submission_hash,
     ]
-    # -I: isolated mode, so nothing of this repository can be imported by the script.
-    return subprocess.run([sys.executable, "-I", str(s["script"]), *args], cwd=s["tmp"], capture_output=True,
-                          text=True, timeout=60, check=False)
+    return run_verify_proof(args, cwd=s["tmp"])
 
 
 def last_line(text: str) -> str:
     return text.strip().splitlines()[-1]
 
 
-def test_the_script_imports_only_the_allowed_modules() -> None:
-    imports = set(re.findall(r"^(?:import|from) ([\w.]+)", readme_script(), re.MULTILINE))
-    assert imports == {"base64", "hashlib", "json", "sys", "cryptography.hazmat.primitives.asymmetric.ed25519"}
+def test_the_script_imports_only_the_standard_library() -> None:
+    tree = ast.parse(SCRIPT.read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported == {"base64", "hashlib", "json", "sys"}
+    assert imported <= sys.stdlib_module_names
+
+
+def test_its_ed25519_gives_every_wycheproof_result(vectors_dir: Path) -> None:
+    doc = json.loads((vectors_dir / "wycheproof" / "ed25519_test.json").read_text(encoding="utf-8"))
+    verify = script_module().ed25519_verify
+    outcomes = [
+        (case["tcId"], verify(bytes.fromhex(group["publicKey"]["pk"]), bytes.fromhex(case["sig"]),
+                              bytes.fromhex(case["msg"])), case["result"] == "valid")
+        for group in doc["testGroups"] for case in group["tests"]
+    ]
+    assert len(outcomes) == doc["numberOfTests"] == 151
+    assert [tc for tc, got, expected in outcomes if got != expected] == []
+    assert sum(expected for _, _, expected in outcomes) > 0 and not all(expected for _, _, expected in outcomes)
+
+
+def test_its_ed25519_accepts_rfc8032_section_7_1_and_refuses_a_flipped_bit(vectors_dir: Path) -> None:
+    cases = json.loads((vectors_dir / "rfc" / "rfc8032_ed25519_section7.1.json").read_text(encoding="utf-8"))
+    verify = script_module().ed25519_verify
+    for case in cases:
+        key, message = bytes.fromhex(case["public_key"]), bytes.fromhex(case["message"])
+        signature = bytes.fromhex(case["signature"])
+        assert verify(key, signature, message), case["name"]
+        flipped = bytes([signature[0] ^ 1]) + signature[1:]
+        assert not verify(key, flipped, message), case["name"]
+        assert not verify(key, signature, message + b"x"), case["name"]
 
 
 @pytest.mark.slow
@@ -129,7 +166,7 @@ TAMPERS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TAMPERS))
 def test_the_script_agrees_with_verify_proof(setup: dict[str, Any], name: str) -> None:
-    """Same proof, same inputs: the README script and the library verifier give the same answer and code."""
+    """Same proof, same inputs: scripts/verify_proof.py and the library verifier give the same answer and code."""
     proof = json.loads(json.dumps(setup["proof"]))
     TAMPERS[name](proof)
     # The library is given exactly what the script is given: the one key whose fingerprint is pinned.
