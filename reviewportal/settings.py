@@ -345,8 +345,14 @@ SPECTACULAR_SETTINGS = {
         "CriterionKindEnum": "verification.api.serializers.CRITERION_KINDS",
         "SemanticOutcomeEnum": "verification.api.serializers.SEMANTIC_OUTCOMES",
         "EventKindEnum": "verification.api.serializers.EVENT_KINDS",
+        "ReasonCodeEnum": "verification.api.serializers.REASON_CODES",
     },
     "PREPROCESSING_HOOKS": ["verification.api.schema.only_the_api"],
+    # the errors every view may give, the response headers (Location, Idempotent-Replayed, Retry-After) and links
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "verification.api.schema.complete_schema",
+    ],
 }
 
 # --- Celery ----------------------------------------------------------------------------------------------------------

@@ -2,14 +2,19 @@
 
 from django.urls import path
 
-from verification import views_proofs, views_wellknown
+from verification.api import public_views
 
 app_name = "verification"
 
 urlpatterns = [
-    path(".well-known/acretix-verify/keys.json", views_wellknown.keys_json, name="jwks"),
-    path(".well-known/acretix-verify/revoked.json", views_wellknown.revoked_json, name="revoked"),
+    # REST framework views that delegate to views_wellknown / views_proofs, so the OpenAPI schema describes them
+    path(".well-known/acretix-verify/keys.json", public_views.KeysView.as_view(), name="jwks"),
+    path(".well-known/acretix-verify/revoked.json", public_views.RevokedView.as_view(), name="revoked"),
     # <str:>, not <uuid:>: a malformed id gets the JSON 404 of the API, not Django's HTML page.
-    path("v1/verifications/<str:verification_id>/proof", views_proofs.proof, name="proof"),
-    path("v1/verifications/<str:verification_id>/proof/envelope", views_proofs.proof_envelope, name="proof-envelope"),
+    path("v1/verifications/<str:verification_id>/proof", public_views.ProofView.as_view(), name="proof"),
+    path(
+        "v1/verifications/<str:verification_id>/proof/envelope",
+        public_views.ProofEnvelopeView.as_view(),
+        name="proof-envelope",
+    ),
 ]

@@ -28,7 +28,13 @@ OPERATIONS = {
     ("post", "/v1/verifications/{verification_id}/results"),
     ("post", "/v1/verifications/{verification_id}/evidence"),
     ("get", "/v1/events"),
+    ("get", "/v1/verifications/{verification_id}/proof"),
+    ("get", "/v1/verifications/{verification_id}/proof/envelope"),
+    ("get", "/.well-known/acretix-verify/keys.json"),
+    ("get", "/.well-known/acretix-verify/revoked.json"),
 }
+#: No credentials at all: the public keys.
+PUBLIC = {"/.well-known/acretix-verify/keys.json", "/.well-known/acretix-verify/revoked.json"}
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +70,12 @@ def _free_form(node: Any, path: str, out: list[str]) -> None:
 
 
 def test_every_body_has_named_typed_fields(document: dict[str, Any]) -> None:
-    """No free-form objects, except the error's details (context that varies by code)."""
+    """No free-form objects, except the error's details (context that varies by code) and a signed envelope's
+    payload (what was signed, fields a verifier does not know included: SPEC §7)."""
     free: list[str] = []
     _free_form(document["components"]["schemas"], "", free)
     _free_form(document["paths"], "", free)
-    assert free == ["/ErrorBody/properties/details"]
+    assert free == ["/Envelope/properties/payload", "/ErrorBody/properties/details"]
     for path, item in document["paths"].items():
         for method, operation in item.items():
             for status, response in operation["responses"].items():
@@ -81,7 +88,14 @@ def test_every_body_has_named_typed_fields(document: dict[str, Any]) -> None:
 def test_every_operation_documents_its_errors_and_security(document: dict[str, Any]) -> None:
     for path, item in document["paths"].items():
         for method, operation in item.items():
-            assert {"400", "401", "403", "404"} <= set(operation["responses"]), (method, path)
+            assert {"405", "503"} <= set(operation["responses"]), (method, path)
+            if path in PUBLIC:
+                assert operation.get("security") in (None, [], [{}]), path
+                continue
+            expected = {"401", "403", "404"} if path.endswith(("/proof", "/envelope")) else {"400", "401", "403", "404"}
+            assert expected <= set(operation["responses"]), (method, path)
+            if not path.endswith(("/proof", "/envelope")):  # the throttled API: 429 with Retry-After
+                assert operation["responses"]["429"]["headers"]["Retry-After"]["required"] is True, (method, path)
             names = {name for requirement in operation["security"] for name in requirement}
             assert "bearerAuth" in names, (method, path)
             if method == "post":
@@ -111,3 +125,53 @@ def test_the_docs_page_uses_only_local_assets() -> None:
         assert body, asset
     script = client.get("/api/docs/", {"script": ""})
     assert script.status_code == 200 and "/api/schema/" in script.content.decode()
+
+
+def test_every_error_is_the_one_shape_with_a_registered_code(document: dict[str, Any]) -> None:
+    from verification.kernel.reasons import Reason
+
+    error_body = document["components"]["schemas"]["ErrorBody"]["properties"]["code"]
+    ref = error_body["allOf"][0]["$ref"]
+    enum = document["components"]["schemas"][ref.rsplit("/", 1)[1]]["enum"]
+    assert set(enum) == {reason.value for reason in Reason}
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    schema = response["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/ErrorResponse"}, (method, path, status)
+
+
+def test_the_headers_the_api_sends_are_documented(document: dict[str, Any]) -> None:
+    submit = document["paths"]["/v1/verifications"]["post"]["responses"]
+    for status in ("200", "202"):
+        assert submit[status]["headers"]["Location"]["required"] is True
+        assert submit[status]["headers"]["Idempotent-Replayed"]["schema"] == {"type": "string", "enum": ["true"]}
+    more = document["paths"]["/v1/verifications/{verification_id}/evidence"]["post"]["responses"]
+    assert more["202"]["headers"]["Location"]["required"] is True
+    envelope = document["paths"]["/v1/verifications/{verification_id}/proof/envelope"]["get"]["responses"]
+    assert "ETag" in envelope["200"]["headers"]
+
+
+def test_links_lead_from_what_was_made_to_what_reads_it(document: dict[str, Any]) -> None:
+    operations = {op["operationId"] for item in document["paths"].values() for op in item.values()}
+    made = document["paths"]["/v1/verifications"]["post"]["responses"]["202"]["links"]
+    assert {"verifications_get", "verifications_proof", "verifications_proof_envelope"} <= set(made)
+    task = document["paths"]["/v1/tasks"]["post"]["responses"]["201"]["links"]
+    assert task["tasks_claim"]["parameters"] == {"task_id": "$response.body#/id"}
+    for item in document["paths"].values():
+        for operation in item.values():
+            for response in operation["responses"].values():
+                for link in response.get("links", {}).values():
+                    assert link["operationId"] in operations
+
+
+def test_the_limits_in_the_schema_are_the_limits_the_api_applies(document: dict[str, Any]) -> None:
+    """Numbers at the boundary (SPEC §3): the schema's bounds come from kernel.limits, not a copy."""
+    from verification.kernel import limits
+
+    schemas = document["components"]["schemas"]
+    deadline = schemas["RubricCriterionRequest"]["properties"]["deadline_seconds"]
+    assert (deadline["minimum"], deadline["maximum"]) == (limits.DURATION_MIN_SECONDS, limits.DURATION_MAX_SECONDS)
+    weight = schemas["RubricCriterionRequest"]["properties"]["weight"]
+    assert weight["maximum"] == limits.WEIGHT_MAX

@@ -46,6 +46,8 @@ CRITERION_KINDS: Final = ("digest", "unchanged", "semantic", "imported")
 TRUST_TIERS: Final = ("deterministic", "source_attested", "third_party", "claimant")
 DETERMINATIONS: Final = ("met", "not_met", "cannot_determine", "partial")
 STATUSES: Final = ("queued", "running", "succeeded", "failed")
+#: Every code an error may carry: the registry's (SPEC §11).
+REASON_CODES: Final = tuple(reason.value for reason in Reason)
 
 
 def max_inline_bytes() -> int:
@@ -584,7 +586,9 @@ class CaseResponseSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class ErrorBodySerializer(serializers.Serializer):  # type: ignore[type-arg]
-    code = serializers.CharField(help_text="a registered reason code (SPEC §11)")
+    code = serializers.ChoiceField(
+        choices=REASON_CODES, help_text="a registered reason code (SPEC §11)"
+    )
     message = serializers.CharField(help_text="the registry's explanation, then the specific detail")
     details = serializers.DictField(
         child=serializers.JSONField(),
