@@ -1,8 +1,8 @@
 """Ownership (SPEC §1; issue 11 item 4): who may write on whose object.
 
-First the two attacks of item 4 exactly as reproduced, then ONE parametrised walk of the table in README.md
+First the two attacks of item 4 exactly as reproduced, then ONE parametrised walk of the table in docs/api-ownership.md
 ("Who may call what"): every write endpoint, with the task owner, a worker of the cycle, an unrelated actor of each
-kind, a person (a reviewer's human actor holding a token) and a portal admin. The table is parsed from the README, so
+kind, a person (a reviewer's human actor holding a token) and a portal admin. The table is parsed from that file, so
 the documentation and this test cannot drift apart; and its endpoints must be exactly the API's write endpoints.
 """
 
@@ -27,7 +27,7 @@ from verification.services.reviews import new_request_key, review_claim, review_
 
 pytestmark = pytest.mark.django_db
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OWNERSHIP_DOC = Path(__file__).resolve().parents[2] / "docs" / "api-ownership.md"
 
 
 def row_counts() -> dict[str, int]:
@@ -90,12 +90,12 @@ def test_item4_an_unrelated_agent_cannot_add_evidence_to_another_agents_verifica
     assert verification.awaiting_evidence
 
 
-# --- the README's table, walked ------------------------------------------------------------------------------------
+# --- the ownership table, walked --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Row:
-    """One row of README's "Who may call what": the endpoint, whose object, who may call, the refusal."""
+    """One row of docs/api-ownership.md's "Who may call what": the endpoint, whose object, who may call, the refusal."""
 
     method: str
     path: str
@@ -117,7 +117,7 @@ ROLES = frozenset(
 
 
 def readme_rows() -> list[Row]:
-    text = README.read_text(encoding="utf-8")
+    text = OWNERSHIP_DOC.read_text(encoding="utf-8")
     if "## Who may call what" not in text:
         return []  # the drift test below fails: the table must exist
     section = text.split("## Who may call what", 1)[1].split("\n## ", 1)[0]
