@@ -1,4 +1,4 @@
-"""The reviewer's pages: the queue, one item's review page, decisions (README: The reviewer queue).
+"""The reviewer's pages: the queue, one item's review page, decisions (docs/guide-reviewer.md).
 
 Thin views (STYLE §10): ``access`` checks who may do what, ``verification.services.reviews`` writes,
 ``verification.selectors`` and ``verification.review_selectors`` read.

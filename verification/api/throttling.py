@@ -2,8 +2,8 @@
 
 A request with a bearer token counts against that token; a portal session against its user; anything else (no
 credentials: refused anyway, or the public schema) against the client address. The rate is
-``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["token"]`` (README: API, ``REVIEWPORTAL_API_RATE``); the counts live in
-the configured cache (``CACHES["default"]``: Redis when ``REVIEWPORTAL_CACHE_URL`` names one). Over the rate the
+``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["token"]`` (``REVIEWPORTAL_API_RATE``, docs/configuration.md); the counts
+live in the configured cache (``CACHES["default"]``: Redis when ``REVIEWPORTAL_CACHE_URL`` names one). Over the rate the
 answer is 429 ``rate-limited`` with ``Retry-After`` (``api.errors``).
 """
 

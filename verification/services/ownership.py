@@ -7,7 +7,8 @@
 - Only the verification's submitter or a worker of its cycle (``verification.cycle_workers``) may add evidence to a
   verification: ``not-a-worker-of-this-cycle`` (403).
 
-README.md's "Who may call what" lists every write endpoint with these rules; tests/api/test_ownership.py walks it.
+docs/api-ownership.md ("Who may call what") lists every write endpoint with these rules;
+tests/api/test_ownership.py walks it.
 """
 
 from __future__ import annotations
