@@ -299,11 +299,21 @@ def _step4(work: _Work) -> None:
 
 
 def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[_Work], None]:
+    # The trust store's entries that are filed under their own key's id, looked up once per key id (a key id is a
+    # sha256 of the key: computing it again for each of 10,000 entries was a tenth of the non-crypto work).
+    checked: dict[str, TrustedKey | None] = {}
+
     def step5(work: _Work) -> None:
         key_id = work.body["key_id"]
-        trusted = keys.get(key_id)
-        # A trust store entry filed under another key's id is treated as absent: fail closed.
-        if not isinstance(trusted, TrustedKey) or trusted.key.key_id != key_id:
+        if key_id in checked:
+            trusted = checked[key_id]
+        else:
+            entry = keys.get(key_id)
+            # A trust store entry filed under another key's id is treated as absent: fail closed.
+            trusted = checked[key_id] = (
+                entry if isinstance(entry, TrustedKey) and entry.key.key_id == key_id else None
+            )
+        if trusted is None:
             raise _Fail(Reason.UNKNOWN_KEY, f"key {key_id!r} is not pinned for proof signing")
         if trusted.revoked:
             raise _Fail(Reason.REVOKED_KEY, f"key {key_id!r} has been revoked")
