@@ -869,6 +869,10 @@ class QueueBacklogMember(models.Model):
     verification_id = models.UUIDField(primary_key=True)
     submitted_hour = models.BigIntegerField()
     due_hour = models.BigIntegerField()
+    # The queue's per-reason counts (issue 15): the head's reason, and the hour of its PENDING deadline (0: none),
+    # after which it reads ``pending-expired``.
+    reason = models.CharField(max_length=64, default="")
+    expiry_hour = models.BigIntegerField(default=0)
 
 
 class QueueBacklogCount(models.Model):
@@ -881,6 +885,21 @@ class QueueBacklogCount(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["submitted_hour", "due_hour"], name="queuebacklogcount_key"),
+        ]
+
+
+class QueueReasonCount(models.Model):
+    """How many ``QueueBacklogMember`` rows share a reason, a due hour and an expiry hour (the queue's counts per
+    reason, ``review_selectors.queue_counts``)."""
+
+    reason = models.CharField(max_length=64)
+    due_hour = models.BigIntegerField()
+    expiry_hour = models.BigIntegerField()
+    n = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["reason", "due_hour", "expiry_hour"], name="queuereasoncount_key"),
         ]
 
 

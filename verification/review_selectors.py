@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from verification import storage
@@ -42,6 +44,7 @@ from verification.kernel.verifier import VerificationReport, verify_report
 from verification.models import (
     ArrivedResult,
     Evidence,
+    QueueReasonCount,
     Receipt,
     ReceiptKind,
     ReviewAction,
@@ -50,6 +53,7 @@ from verification.models import (
     Verification,
     VerificationEvidence,
 )
+from verification.read_state import read_columns, shown_authority
 from verification.selectors import (
     head_of,
     proof_for,
@@ -203,20 +207,61 @@ def filter_queue(
 COUNTS_CACHE_KEY: Final = "verification.review_queue.counts"
 
 
-def queue_counts(*, now: datetime, cached: bool = True) -> list[tuple[str, int]]:
-    """How many queue items there are per reason (as read), most first; one aggregate query.
+def _hour(moment: datetime) -> int:
+    """Whole hours since the Unix epoch (the rollups' hour)."""
+    return math.floor(moment.timestamp() / 3600)
 
-    Counting walks the whole queue, unlike a page, so the result is kept for ``REVIEWPORTAL_QUEUE_COUNTS_SECONDS``
-    (default 5; 0 turns it off): a summary a few seconds old, while the list itself is always read now. A decision
-    drops the cached counts (``forget_queue_counts``).
+
+def _hour_start(hour: int) -> datetime:
+    return datetime.fromtimestamp(hour * 3600, tz=UTC)
+
+
+def count_queue_reasons(*, now: datetime) -> list[tuple[str, int]]:
+    """How many queue items there are per reason as read at ``now`` (``queue_items``' ``queue_reason``), most first.
+
+    From the rollup the database keeps (``rollups``: queue members counted per reason, PENDING due hour and expiry
+    hour), whose size follows the reasons and the deadline hours, not the items: a member without a PENDING deadline
+    counts under its reason; one whose deadline hour is before the current hour reads ``pending-expired``; one whose
+    deadline is in a later hour counts under its reason if it is flagged (else it is not queued yet). The deadlines
+    that fall in the current hour are counted from the queue itself, exactly (one narrow query over the PENDING
+    deadline index of migration 0008). Two queries whatever the queue's length.
+    """
+    now_hour = _hour(now)
+    expired = Q(expiry_hour__gt=0, expiry_hour__lt=now_hour)
+    queued = Q(due_hour=0, expiry_hour=0) | expired | Q(due_hour=0, expiry_hour__gt=now_hour)
+    rows = (
+        QueueReasonCount.objects.filter(queued)
+        .annotate(code=Case(When(expired, then=Value(Reason.PENDING_EXPIRED.value)), default=F("reason")))
+        .values("code")
+        .annotate(total=Sum("n"))
+        .values_list("code", "total")
+    )
+    totals: Counter[str] = Counter()
+    for code, n in rows:
+        totals[str(code)] += int(n or 0)
+    due_now = queue_items(now=now).filter(
+        verdict=Verdict.PENDING.value,
+        pending_until__gte=_hour_start(now_hour),
+        pending_until__lt=_hour_start(now_hour + 1),
+    )
+    for row in due_now.order_by().values("queue_reason").annotate(n=Count("pk")):
+        totals[str(row["queue_reason"])] += int(row["n"])
+    return sorted(((code, n) for code, n in totals.items() if n), key=lambda pair: (-pair[1], pair[0]))
+
+
+def queue_counts(*, now: datetime, cached: bool = True) -> list[tuple[str, int]]:
+    """How many queue items there are per reason (as read), most first (``count_queue_reasons``: from the rollup,
+    two queries whatever the queue's length).
+
+    The result may be kept for ``REVIEWPORTAL_QUEUE_COUNTS_SECONDS`` (0 turns it off): a summary a few seconds old,
+    while the list itself is always read now. A decision drops the cached counts (``forget_queue_counts``).
     """
     seconds = int(getattr(settings, "REVIEWPORTAL_QUEUE_COUNTS_SECONDS", 5))
     if cached and seconds > 0:
         hit = cache.get(COUNTS_CACHE_KEY)
         if hit is not None:
             return [(str(code), int(n)) for code, n in hit]
-    rows = queue_items(now=now).order_by().values("queue_reason").annotate(n=Count("pk"))
-    counts = sorted(((row["queue_reason"], row["n"]) for row in rows), key=lambda pair: (-pair[1], pair[0]))
+    counts = count_queue_reasons(now=now)
     if cached and seconds > 0:
         cache.set(COUNTS_CACHE_KEY, counts, seconds)
     return counts
@@ -297,16 +342,16 @@ def _head_hash() -> Subquery:
     return Subquery(Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values("content_hash")[:1])
 
 
-def _heads(page: Sequence[Verification]) -> dict[uuid.UUID, Mapping[str, Any]]:
-    """The signed payloads of the heads of ``page``: one query whatever the page holds."""
+def _heads(page: Sequence[Verification]) -> dict[uuid.UUID, tuple[Mapping[str, Any], str]]:
+    """The signed payloads of the heads of ``page`` and their authority: one query whatever the page holds."""
     if not page:
         return {}
     heads = Verification.objects.filter(pk__in=[v.pk for v in page]).annotate(head=_head_hash()).values("head")
-    rows = Receipt.objects.filter(content_hash__in=heads).values_list("verification_id", "envelope")
-    out: dict[uuid.UUID, Mapping[str, Any]] = {}
-    for verification_id, envelope in rows:
+    rows = Receipt.objects.filter(content_hash__in=heads).values_list("verification_id", "envelope", "authority")
+    out: dict[uuid.UUID, tuple[Mapping[str, Any], str]] = {}
+    for verification_id, envelope, authority in rows:
         payload = loads_strict(envelope).get("payload")
-        out[verification_id] = payload if isinstance(payload, Mapping) else {}
+        out[verification_id] = (payload if isinstance(payload, Mapping) else {}), authority or ""
     return out
 
 
@@ -317,16 +362,6 @@ def _as_read(payload: Mapping[str, Any] | None, now: datetime) -> Outcome | None
         return read_outcome(payload, now=now)
     except Exception:  # a head that does not read back is shown by its columns; the review page says why
         return None
-
-
-def _deciding_authority(outcome: Outcome | None) -> tuple[str, bool]:
-    if outcome is None:
-        return "", False
-    semantic = any(c.semantic for c in outcome.criteria)
-    for criterion in outcome.criteria:
-        if criterion.verdict is outcome.verdict:
-            return criterion.authority.value, semantic
-    return (outcome.criteria[0].authority.value if outcome.criteria else ""), semantic
 
 
 def queue_page(
@@ -349,10 +384,15 @@ def queue_page(
     more = len(page) > limit
     page = page[:limit]
     heads = _heads(page)
+    reads = read_columns(page, now=now)
     rows = []
     for v in page:
-        outcome = _as_read(heads.get(v.pk), now)
-        authority, semantic = _deciding_authority(outcome)
+        payload, head_authority = heads.get(v.pk, ({}, ""))
+        outcome = _as_read(payload, now)
+        semantic = outcome is not None and any(c.semantic for c in outcome.criteria)
+        # issue 14: the verdict as read (read_state, as the history reads it) and the head's authority, as History
+        # shows them: one derivation, the same words on both pages.
+        read = reads[v.pk]
         lease = getattr(v, "review_lease", None)
         held = lease is not None and lease.released_at is None and lease.expires_at > now
         rank = int(v.queue_rank)  # type: ignore[attr-defined]
@@ -363,8 +403,8 @@ def queue_page(
                 rank=rank,
                 reason=reason,
                 reason_text=_explain(reason),
-                verdict=outcome.verdict.value if outcome is not None else (v.verdict or ""),
-                authority=authority,
+                verdict=read.verdict or "",
+                authority=shown_authority(human_decided=v.human_decided, head_authority=head_authority),
                 semantic=semantic,
                 age=max(now - v.submitted_at, timedelta(0)),
                 holder=lease.holder if held and lease is not None else None,

@@ -60,15 +60,19 @@ FINDING: Final = "verification_finding"
 FINDING_EVENT: Final = "verification_findingevent"
 MEMBER: Final = "verification_queuebacklogmember"
 BACKLOG: Final = "verification_queuebacklogcount"
+REASONS: Final = "verification_queuereasoncount"
 DECISION_DAY: Final = "verification_decisiondaycount"
 DELAY: Final = "verification_decisiondelay"
 VERIFICATION_DAY: Final = "verification_verificationdaycount"
 FINDING_DAY: Final = "verification_findingdaycount"
 OPEN_FINDINGS: Final = "verification_openfindingcount"
-ROLLUP_TABLES: Final = (MEMBER, BACKLOG, DECISION_DAY, DELAY, VERIFICATION_DAY, FINDING_DAY, OPEN_FINDINGS)
+ROLLUP_TABLES: Final = (MEMBER, BACKLOG, REASONS, DECISION_DAY, DELAY, VERIFICATION_DAY, FINDING_DAY, OPEN_FINDINGS)
 
 #: The columns whose change can move a verification into or out of the queue.
-QUEUE_COLUMNS: Final = ("verdict", "flagged", "human_decided", "pending_until", "submitted_at", "supersedes_id")
+#: (``reason`` moves it between the per-reason counts.)
+QUEUE_COLUMNS: Final = (
+    "verdict", "flagged", "human_decided", "pending_until", "submitted_at", "supersedes_id", "reason"
+)
 ABSTAIN_COLUMNS: Final = ("created_at", "automated_verdict")
 #: The automated verdicts whose determination is ``cannot_determine`` (SPEC §3): the ABSTAIN path.
 ABSTAIN_VERDICTS: Final = (Verdict.UNKNOWN.value, Verdict.NOT_RUN.value)
@@ -113,10 +117,14 @@ def _dialect(vendor: str) -> _Dialect:
 def _queue_member_select(d: _Dialect, where: str) -> str:
     """The queue membership rows of the verifications ``v`` that ``where`` selects: the queue as
     ``review_selectors.queue_items`` defines it, with a PENDING deadline kept as ``due_hour`` instead of compared to
-    a clock (0: in the queue at any time)."""
+    a clock (0: in the queue at any time); then its reason and the hour after which it reads ``pending-expired``
+    (0: never, not a PENDING head with a deadline), for the queue's counts per reason."""
     return (
         f"SELECT v.id, {d.hour('v.submitted_at')}, "
-        f"CASE WHEN v.flagged THEN 0 ELSE {d.hour('v.pending_until')} END "
+        f"CASE WHEN v.flagged THEN 0 ELSE {d.hour('v.pending_until')} END, "
+        "COALESCE(v.reason, ''), "
+        f"CASE WHEN v.verdict = '{_PENDING}' AND v.pending_until IS NOT NULL THEN {d.hour('v.pending_until')} "
+        "ELSE 0 END "
         f"FROM {VERIFICATION} v WHERE {where} "
         "AND v.verdict IS NOT NULL AND NOT v.human_decided "
         f"AND (v.flagged OR (v.verdict = '{_PENDING}' AND v.pending_until IS NOT NULL)) "
@@ -125,17 +133,26 @@ def _queue_member_select(d: _Dialect, where: str) -> str:
     )
 
 
+_MEMBER_COLUMNS: Final = "verification_id, submitted_hour, due_hour, reason, expiry_hour"
+
+
 def _refresh_membership(d: _Dialect, vid: str) -> list[str]:
     """Recompute one verification's membership (``vid``: an expression such as ``NEW.id``; NULL changes nothing)."""
     member = f"SELECT m.{{}} FROM {MEMBER} m WHERE m.verification_id = {vid}"
     return [
         f"UPDATE {BACKLOG} SET n = {BACKLOG}.n - 1 "
         f"WHERE submitted_hour = ({member.format('submitted_hour')}) AND due_hour = ({member.format('due_hour')})",
+        f"UPDATE {REASONS} SET n = {REASONS}.n - 1 "
+        f"WHERE reason = ({member.format('reason')}) AND due_hour = ({member.format('due_hour')}) "
+        f"AND expiry_hour = ({member.format('expiry_hour')})",
         f"DELETE FROM {MEMBER} WHERE verification_id = {vid}",
-        f"INSERT INTO {MEMBER} (verification_id, submitted_hour, due_hour) " + _queue_member_select(d, f"v.id = {vid}"),
+        f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, f"v.id = {vid}"),
         f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) "
         f"SELECT m.submitted_hour, m.due_hour, 1 FROM {MEMBER} m WHERE m.verification_id = {vid} "
         f"ON CONFLICT (submitted_hour, due_hour) DO UPDATE SET n = {BACKLOG}.n + excluded.n",
+        f"INSERT INTO {REASONS} (reason, due_hour, expiry_hour, n) "
+        f"SELECT m.reason, m.due_hour, m.expiry_hour, 1 FROM {MEMBER} m WHERE m.verification_id = {vid} "
+        f"ON CONFLICT (reason, due_hour, expiry_hour) DO UPDATE SET n = {REASONS}.n + excluded.n",
     ]
 
 
@@ -279,11 +296,17 @@ def _pg_refresh_membership(d: _Dialect) -> list[str]:
         f"UPDATE {BACKLOG} c SET n = c.n - x.k FROM (SELECT submitted_hour, due_hour, COUNT(*) AS k FROM {MEMBER} "
         f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour) x "
         "WHERE c.submitted_hour = x.submitted_hour AND c.due_hour = x.due_hour",
+        f"UPDATE {REASONS} c SET n = c.n - x.k FROM (SELECT reason, due_hour, expiry_hour, COUNT(*) AS k "
+        f"FROM {MEMBER} WHERE verification_id = {ids} GROUP BY reason, due_hour, expiry_hour) x "
+        "WHERE c.reason = x.reason AND c.due_hour = x.due_hour AND c.expiry_hour = x.expiry_hour",
         f"DELETE FROM {MEMBER} WHERE verification_id = {ids}",
-        f"INSERT INTO {MEMBER} (verification_id, submitted_hour, due_hour) " + _queue_member_select(d, f"v.id = {ids}"),
+        f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, f"v.id = {ids}"),
         f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) SELECT submitted_hour, due_hour, COUNT(*) FROM {MEMBER} "
         f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour "
         f"ON CONFLICT (submitted_hour, due_hour) DO UPDATE SET n = {BACKLOG}.n + excluded.n",
+        f"INSERT INTO {REASONS} (reason, due_hour, expiry_hour, n) SELECT reason, due_hour, expiry_hour, COUNT(*) "
+        f"FROM {MEMBER} WHERE verification_id = {ids} GROUP BY reason, due_hour, expiry_hour "
+        f"ON CONFLICT (reason, due_hour, expiry_hour) DO UPDATE SET n = {REASONS}.n + excluded.n",
     ]
 
 
@@ -459,9 +482,11 @@ def rebuild_sql(vendor: str) -> list[str]:
     d = _dialect(vendor)
     return [
         *(f"DELETE FROM {table}" for table in ROLLUP_TABLES),
-        f"INSERT INTO {MEMBER} (verification_id, submitted_hour, due_hour) " + _queue_member_select(d, "1 = 1"),
+        f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, "1 = 1"),
         f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) "
         f"SELECT submitted_hour, due_hour, COUNT(*) FROM {MEMBER} GROUP BY submitted_hour, due_hour",
+        f"INSERT INTO {REASONS} (reason, due_hour, expiry_hour, n) "
+        f"SELECT reason, due_hour, expiry_hour, COUNT(*) FROM {MEMBER} GROUP BY reason, due_hour, expiry_hour",
         f"INSERT INTO {VERIFICATION_DAY} (day, completed, abstained) "
         f"SELECT {d.day('v.created_at')}, SUM({_completed('v')}), SUM({_abstained('v')}) FROM {VERIFICATION} v "
         f"WHERE {_completed('v')} = 1 GROUP BY {d.day('v.created_at')}",
@@ -548,7 +573,12 @@ def ensure_installed(connection: BaseDatabaseWrapper) -> bool:
 
 
 def install_and_rebuild(apps: Any, schema_editor: Any) -> None:
-    """The migration's forward step."""
+    """The migration's forward step. Nothing while a rollup table of this version is still missing (migration 0008
+    runs this module as it is now, before 0014 adds the per-reason counts): the migration that adds the last table
+    runs it again, and the rebuild then counts every record written meanwhile."""
+    connection = schema_editor.connection
+    if not set(ROLLUP_TABLES) <= set(connection.introspection.table_names()):
+        return
     with transaction.atomic(using=schema_editor.connection.alias):
         install(schema_editor.connection)
         rebuild(schema_editor.connection)

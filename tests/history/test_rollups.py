@@ -27,6 +27,7 @@ HOUR = timedelta(hours=1)
 ROLLUP_MODELS = (
     models.QueueBacklogMember,
     models.QueueBacklogCount,
+    models.QueueReasonCount,
     models.DecisionDayCount,
     models.DecisionDelay,
     models.VerificationDayCount,
