@@ -73,9 +73,10 @@ from verification.models import (
     Verification,
     VerificationDayCount,
 )
-from verification.read_state import read_annotations, read_columns, read_q
+from verification.read_state import decided_by, read_annotations, read_columns, read_q, shown_authority
 from verification.review_selectors import evidence_requested, expired_pending, queue_items, superseded_q
 from verification.selectors import receipt_payload
+from verification.services.actors import PORTAL_ACTOR_NAME
 
 # --- vocabulary ------------------------------------------------------------------------------------------------------
 
@@ -143,6 +144,15 @@ def _decider() -> Subquery:
         ReviewDecision.objects.filter(verification=OuterRef("pk"), receipt__isnull=False)
         .order_by("-id")
         .values("user__username")[:1]
+    )
+
+
+def _decision_rationale() -> Subquery:
+    """The rationale of that same latest PASS or FAIL (issue 14: the exports carry it)."""
+    return Subquery(
+        ReviewDecision.objects.filter(verification=OuterRef("pk"), receipt__isnull=False)
+        .order_by("-id")
+        .values("rationale")[:1]
     )
 
 
@@ -410,8 +420,8 @@ def history_page(
                 flagged=state.flagged,
                 reason=reason,
                 reason_text=_explain(reason),
-                authority=Authority.HUMAN.value if v.human_decided else authority,
-                decided_by=deciders.get(v.pk) or actor,
+                authority=shown_authority(human_decided=v.human_decided, head_authority=authority),
+                decided_by=decided_by(person=deciders.get(v.pk), head_actor=actor, portal_actor=PORTAL_ACTOR_NAME),
                 head_receipt_id=head_hash,
                 head_kind=kind,
             )
@@ -447,6 +457,9 @@ def export_rows(*, filters: Mapping[str, str], now: datetime) -> QuerySet[Any]:
         head_hash=_head_column("content_hash"),
         head_authority=_head_column("authority"),
         decider=Coalesce(_decider(), _head_column("actor")),
+        decision_rationale=Case(
+            When(human_decided=True, then=_decision_rationale()), default=Value(""), output_field=CharField()
+        ),
         **read_annotations(now),
         task_title=Coalesce(F("task__title"), Value("")),
     )
@@ -470,6 +483,7 @@ EXPORT_COLUMNS: Final = (
     "authority",
     "human_decided",
     "decided_by",
+    "rationale",
     "head_receipt_id",
     "supersedes",
 )
@@ -489,6 +503,7 @@ EXPORT_SOURCE: Final = (
     "head_authority",
     "human_decided",
     "decider",
+    "decision_rationale",
     "head_hash",
     "supersedes_id",
 )

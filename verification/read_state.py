@@ -128,3 +128,28 @@ __all__ = [
     "read_columns",
     "read_q",
 ]
+
+
+#: What a page says decided an item no person decided (issue 14): the head's issuer is the portal's own verifier.
+AUTOMATED_VERIFIER: Final = "automated verifier"
+
+
+def decided_by(*, person: str | None, head_actor: str, portal_actor: str) -> str:
+    """Who decided what a head reads as, in words: the person whose decision it is; the automated verifier when the
+    portal's own service issued the head; else the actor that delivered it (an imported result's)."""
+    if person:
+        return person
+    return AUTOMATED_VERIFIER if head_actor in ("", portal_actor) else head_actor
+
+
+def shown_authority(*, human_decided: bool, head_authority: str) -> str:
+    """The authority that decided (the head receipt's, ``human`` once a person decided), the same on every page."""
+    return "human" if human_decided else head_authority
+
+
+def reasons_in_use() -> list[str]:
+    """Every reason code some verification reads as, now or after one of its PENDING deadlines (the history's reason
+    filter offers these, not the whole registry): one query, a UNION of two DISTINCTs."""
+    heads = Verification.objects.exclude(reason__isnull=True).order_by().values_list("reason", flat=True).distinct()
+    phases = ReadPhase.objects.exclude(reason__isnull=True).order_by().values_list("reason", flat=True).distinct()
+    return sorted({c for c in heads.union(phases) if c})

@@ -21,7 +21,24 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    DateTimeField,
+    Exists,
+    Expression,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    UUIDField,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from verification import storage
@@ -294,6 +311,43 @@ class Cursor:
             raise _bad("cursor is not one this server issued") from None
 
 
+class RowAfter(Expression):
+    """``(rank, submitted_at, id) > (cursor's)`` as one SQL row comparison (issue 15): the database seeks the queue
+    index (migration 0007: the same three expressions, in that order) to the cursor and reads on from there, where the
+    equivalent OR of three conditions made it walk the index from the start and drop every earlier row. Row values are
+    standard SQL (PostgreSQL; SQLite since 3.15)."""
+
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, rank: Any, submitted_at: Any, pk: Any, *, after: Cursor) -> None:
+        super().__init__()
+        self.lhs = [rank, submitted_at, pk]
+        self.rhs = [
+            Value(int(after.rank), output_field=IntegerField()),
+            Value(after.submitted_at, output_field=DateTimeField()),
+            Value(after.pk, output_field=UUIDField()),
+        ]
+
+    def get_source_expressions(self) -> list[Any]:
+        return [*self.lhs, *self.rhs]
+
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+        self.lhs, self.rhs = list(exprs[:3]), list(exprs[3:])
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        sides: list[str] = []
+        params: list[Any] = []
+        for side in (self.lhs, self.rhs):
+            parts = []
+            for expression in side:
+                sql, more = compiler.compile(expression)
+                parts.append(sql)
+                params.extend(more)
+            sides.append("(" + ", ".join(parts) + ")")
+        return f"{sides[0]} > {sides[1]}", params
+
+
 @dataclass(frozen=True)
 class QueueRow:
     """One queue row as shown: who, why (the code as read and its words), which authority, how old, who holds it."""
@@ -375,11 +429,7 @@ def queue_page(
     queryset = filter_queue(base, filters, now=now).select_related("task", "review_lease", "review_lease__holder")
     if cursor:
         at = Cursor.decode(cursor)
-        queryset = queryset.filter(
-            Q(queue_rank__gt=at.rank)
-            | Q(queue_rank=at.rank, submitted_at__gt=at.submitted_at)
-            | Q(queue_rank=at.rank, submitted_at=at.submitted_at, id__gt=at.pk)
-        )
+        queryset = queryset.filter(RowAfter(queue_rank(), F("submitted_at"), F("id"), after=at))
     page = list(queryset[: limit + 1])
     more = len(page) > limit
     page = page[:limit]

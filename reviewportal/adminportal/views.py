@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
+from reviewportal import prg
 from reviewportal.adminportal import access
 from reviewportal.adminportal.forms import (
     ActorCreateForm,
@@ -114,7 +115,23 @@ def _keys_context(**extra: Any) -> dict[str, Any]:
 @require_GET
 @access.keys_admin
 def keys_page(request: HttpRequest) -> HttpResponse:
-    return _render(request, "adminportal/keys.html", _keys_context())
+    """The keys; after a refused pin (Post/Redirect/Get), the form as typed with its refusal."""
+    state = prg.kept(request, KEPT_PIN)
+    data = prg.kept_data(state)
+    if state is None or data is None:
+        return _render(request, "adminportal/keys.html", _keys_context())
+    form = PinForm(data)
+    form.is_valid()  # the same field errors again
+    return _render(request, "adminportal/keys.html", _keys_context(form=form, refusal=state.get("refusal")))
+
+
+#: The keys of forms kept across a refusal's redirect (reviewportal.prg).
+KEPT_PIN: Final = "admin.pin"
+KEPT_TOKEN: Final = "admin.token"  # noqa: S105 - a session key, not a secret
+
+
+def _kept_roles(user_id: Any) -> str:
+    return f"admin.roles:{user_id}"
 
 
 @require_POST
@@ -122,8 +139,9 @@ def keys_page(request: HttpRequest) -> HttpResponse:
 def key_pin(request: HttpRequest) -> HttpResponse:
     """Pin a pasted key for one purpose, only if the typed out-of-band fingerprint matches (``services.keys``)."""
     form = PinForm(request.POST)
+    back = reverse("adminportal:keys") + "#pin"
     if not form.is_valid():
-        return _render(request, "adminportal/keys.html", _keys_context(form=form), status=200)
+        return prg.refuse(request, KEPT_PIN, back, fields=request.POST)
     data = form.cleaned_data
     try:
         entry = keys.key_pin(
@@ -135,9 +153,11 @@ def key_pin(request: HttpRequest) -> HttpResponse:
             note=data["note"],
         )
     except KernelError as exc:
-        # Like an invalid form: the page again with the refusal (403 only for a permission refusal).
-        status = 403 if exc.reason is Reason.PERMISSION_DENIED else 200
-        return _render(request, "adminportal/keys.html", _keys_context(form=form, refusal=_refusal(exc)), status)
+        if _denied(exc):
+            return _render(request, "adminportal/keys.html", _keys_context(form=form, refusal=_refusal(exc)), 403)
+        # Post/Redirect/Get (issue 14): the keys page shows the form as typed and the refusal; reload never re-pins.
+        return prg.refuse(request, KEPT_PIN, back, fields=request.POST, refusal=_refusal(exc))
+    prg.drop(request, KEPT_PIN)
     messages.success(request, f"Pinned {entry.key_id} for {entry.purpose} (pin log entry {entry.pk}).")
     return redirect(reverse("adminportal:keys") + "#pin-log")
 
@@ -470,7 +490,15 @@ def _user_context(user: Any, **extra: Any) -> dict[str, Any]:
 @require_GET
 @access.users_admin
 def user_detail(request: HttpRequest, user_id: Any) -> HttpResponse:
-    return _render(request, "adminportal/user_detail.html", _user_context(_user_or_404(user_id)))
+    user = _user_or_404(user_id)
+    state = prg.kept(request, _kept_roles(user.pk))
+    data = prg.kept_data(state)
+    if state is None or data is None:
+        return _render(request, "adminportal/user_detail.html", _user_context(user))
+    form = RolesForm(data)
+    form.is_valid()
+    context = _user_context(user, roles_form=form, refusal=state.get("refusal"))
+    return _render(request, "adminportal/user_detail.html", context)
 
 
 @require_POST
@@ -478,13 +506,15 @@ def user_detail(request: HttpRequest, user_id: Any) -> HttpResponse:
 def user_roles(request: HttpRequest, user_id: Any) -> HttpResponse:
     user = _user_or_404(user_id)
     form = RolesForm(request.POST)
+    key, back = _kept_roles(user.pk), reverse("adminportal:user-detail", kwargs={"user_id": user.pk}) + "#roles"
     if not form.is_valid():
-        return _render(request, "adminportal/user_detail.html", _user_context(user, roles_form=form))
+        return prg.refuse(request, key, back, fields=request.POST)
     try:
         chosen = users.user_set_roles(by=request.user, user=user, roles=form.cleaned_data["roles"])
     except KernelError as exc:
-        context = _user_context(user, refusal=_refusal(exc))
-        return _render(request, "adminportal/user_detail.html", context, 403 if _denied(exc) else 200)
+        # Post/Redirect/Get (issue 14), a permission refusal included (its words are on the user's page)
+        return prg.refuse(request, key, back, fields=request.POST, refusal=_refusal(exc))
+    prg.drop(request, key)
     messages.success(request, f"{user.get_username()}: roles {', '.join(chosen) or 'none'}.")
     return redirect("adminportal:user-detail", user_id=user.pk)
 
@@ -555,6 +585,12 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
         token = selectors.token_get(issued.get("id"))
         if token is not None:
             extra = {"created": token, "raw": str(issued.get("raw", ""))}
+    state = prg.kept(request, KEPT_TOKEN)
+    data = prg.kept_data(state)
+    if state is not None and data is not None:  # a refused issue (Post/Redirect/Get): the form as typed
+        form = TokenCreateForm(data)
+        form.is_valid()
+        extra.update(form=form, refusal=state.get("refusal"))
     return _render(request, "adminportal/tokens.html", _tokens_context(request, **extra))
 
 
@@ -564,19 +600,23 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
 def token_create(request: HttpRequest) -> HttpResponse:
     """Issue a token: the plaintext is in this one response and nowhere else (never stored, never shown again)."""
     form = TokenCreateForm(request.POST)
+    back = reverse("adminportal:tokens") + "#issue"
     if not form.is_valid():
-        return _render(request, "adminportal/tokens.html", _tokens_context(request, form=form))
+        return prg.refuse(request, KEPT_TOKEN, back, fields=request.POST)
     actor = selectors.token_actors().filter(name=form.cleaned_data["actor"]).first()
     if actor is None:
         refusal = {"code": Reason.NOT_FOUND.value, "text": explain(Reason.NOT_FOUND), "detail": "no such actor"}
-        return _render(request, "adminportal/tokens.html", _tokens_context(request, form=form, refusal=refusal))
+        return prg.refuse(request, KEPT_TOKEN, back, fields=request.POST, refusal=refusal)
     try:
         token, raw = users.token_create(
             by=request.user, actor=actor, boundary=form.cleaned_data["boundary"], scopes=form.cleaned_data["scopes"]
         )
     except KernelError as exc:
-        context = _tokens_context(request, form=form, refusal=_refusal(exc))
-        return _render(request, "adminportal/tokens.html", context, 403 if _denied(exc) else 200)
+        if _denied(exc):
+            context = _tokens_context(request, form=form, refusal=_refusal(exc))
+            return _render(request, "adminportal/tokens.html", context, 403)
+        return prg.refuse(request, KEPT_TOKEN, back, fields=request.POST, refusal=_refusal(exc))
+    prg.drop(request, KEPT_TOKEN)
     # Post/Redirect/Get (issue 14): the plaintext waits in the session for the next GET of the tokens page, which
     # takes it out; a reload of that page issues nothing and shows no secret.
     request.session[ISSUED_TOKEN] = {"id": token.pk, "raw": raw}

@@ -34,8 +34,13 @@ class HistoryFilterForm(forms.Form):
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
 
-    def __init__(self, *args: Any, reviewers: list[str], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, reviewers: list[str], reasons: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if reasons is not None:
+            # issue 14: only the codes something reads as (not the whole registry), and the one asked for, if any
+            asked = (self.data.get("reason") or "").strip() if self.data else ""
+            codes = sorted(set(reasons) | ({asked} if asked else set()))
+            self.fields["reason"].choices = [("", "any reason"), *((c, c) for c in codes)]
         chosen = (self.data.get("reviewer") or "").strip() if self.data else ""
         names = list(reviewers)
         if chosen and chosen not in names:

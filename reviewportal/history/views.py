@@ -21,6 +21,7 @@ from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
+from reviewportal import prg
 from reviewportal.history import charts
 from reviewportal.history.access import (
     can_close_findings,
@@ -37,6 +38,7 @@ from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
 from verification.models import Receipt, Verification
+from verification.read_state import reasons_in_use
 from verification.selectors import task_get, verification_get
 from verification.services import exports
 from verification.services.actors import actor_for_user
@@ -105,7 +107,9 @@ def history(request: HttpRequest) -> HttpResponse:
         problems = field_problems(lambda one: hs.history_queryset(filters=one, now=now), filters)
     reviewers = hs.reviewer_choices()
     context = {
-        "form": HistoryFilterForm(request.GET or None, reviewers=reviewers),
+        "form": HistoryFilterForm(
+            request.GET or None, reviewers=reviewers, reasons=None if _fragment(request) else reasons_in_use()
+        ),
         "page": page,
         "query": filters,
         "cursor": cursor,
@@ -268,7 +272,17 @@ def _finding_context(request: HttpRequest, finding: Any, **extra: Any) -> dict[s
 @findings_required
 def finding(request: HttpRequest, finding_id: int) -> HttpResponse:
     found = _finding_or_404(finding_id)
-    return render(request, "history/finding.html", _finding_context(request, found))
+    state = prg.kept(request, _kept_step(found.pk))
+    if state is None:
+        return render(request, "history/finding.html", _finding_context(request, found))
+    form = FindingStepForm(prg.kept_data(state))
+    form.is_valid()
+    context = _finding_context(request, found, form=form, refusal=state.get("refusal"))
+    return render(request, "history/finding.html", context)
+
+
+def _kept_step(finding_id: Any) -> str:
+    return f"finding:{finding_id}"
 
 
 def _step(request: HttpRequest, finding_id: int, *, close: bool) -> HttpResponse:
@@ -281,10 +295,14 @@ def _step(request: HttpRequest, finding_id: int, *, close: bool) -> HttpResponse
             raise ServiceError(Reason.INVALID_REQUEST, "; ".join(e for errs in form.errors.values() for e in errs))
         service(actor=actor_for_user(request.user), user=request.user, finding=found, rationale=rationale)
     except KernelError as exc:
-        # Like an invalid form: the page again with the refusal on it; only a permission refusal is a 403.
-        status = 403 if exc.reason is Reason.PERMISSION_DENIED else 200
-        context = _finding_context(request, found, form=form, refusal=_refusal(exc))
-        return render(request, "history/finding.html", context, status=status)
+        if exc.reason is Reason.PERMISSION_DENIED:
+            context = _finding_context(request, found, form=form, refusal=_refusal(exc))
+            return render(request, "history/finding.html", context, status=403)
+        # Post/Redirect/Get (issue 14): the finding's page shows the rationale as typed and the refusal, so a reload
+        # or the back button never resubmits or meets a 405.
+        back = reverse("history:finding", kwargs={"finding_id": found.pk}) + "#refusal"
+        return prg.refuse(request, _kept_step(found.pk), back, fields=request.POST, refusal=_refusal(exc))
+    prg.drop(request, _kept_step(found.pk))
     messages.success(request, "Closed: the rationale is on the finding's record." if close
                      else "Acknowledged: the rationale is on the finding's record.")
     return redirect("history:finding", finding_id=found.pk)

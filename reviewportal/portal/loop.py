@@ -10,11 +10,12 @@ from typing import Any, Final
 
 from django.http import HttpRequest
 
+from reviewportal import prg
+
 SKIPPED: Final = "portal.skipped"
 DECIDED: Final = "portal.decided"
 LAST_DECIDED: Final = "portal.last_decided"
 NOTHING_LEFT: Final = "portal.nothing_left"
-FORM_PREFIX: Final = "portal.form:"
 #: A session remembers at most this many skipped items (the oldest are forgotten first).
 MAX_SKIPPED: Final = 200
 
@@ -60,16 +61,16 @@ def nothing_left(request: HttpRequest) -> bool:
 
 
 def keep_form(request: HttpRequest, verification_id: Any, state: dict[str, Any]) -> None:
-    """A refused decision form (its fields, the refusal, its request key) for the next GET of the review page."""
-    request.session[f"{FORM_PREFIX}{verification_id}"] = state
+    """A refused decision form (its fields, the refusal, its request key) for the next GET of the review page
+    (the portal's one Post/Redirect/Get store, ``reviewportal.prg``)."""
+    prg.keep(request, f"review:{verification_id}", state)
 
 
 def kept_form(request: HttpRequest, verification_id: Any) -> dict[str, Any] | None:
     """The kept form: the page after the redirect shows it, and so does a reload, until the item is decided,
     skipped or released (``drop_form``)."""
-    value = request.session.get(f"{FORM_PREFIX}{verification_id}")
-    return value if isinstance(value, dict) else None
+    return prg.kept(request, f"review:{verification_id}")
 
 
 def drop_form(request: HttpRequest, verification_id: Any) -> None:
-    request.session.pop(f"{FORM_PREFIX}{verification_id}", None)
+    prg.drop(request, f"review:{verification_id}")

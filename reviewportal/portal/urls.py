@@ -6,19 +6,24 @@ from django.conf import settings
 from django.urls import path
 
 from reviewportal.portal import views
+from reviewportal.prg import post_or_page
 
 app_name = "portal"
+#: An item's action URL reopened by GET goes to the item's page (reviewportal.prg).
+KEEP = ("verification_id",)
 
 urlpatterns = [
     path("queue/", views.queue, name="queue"),
-    path("queue/claim-next", views.post_or_page(views.claim_next), name="claim-next"),
+    path("queue/claim-next", post_or_page(views.claim_next, "portal:queue"), name="claim-next"),
     path("queue/awaiting-evidence/", views.awaiting, name="awaiting"),
     path("review/<uuid:verification_id>/", views.review, name="review"),
-    path("review/<uuid:verification_id>/claim", views.post_or_page(views.claim), name="claim"),
-    path("review/<uuid:verification_id>/release", views.post_or_page(views.release), name="release"),
+    path("review/<uuid:verification_id>/claim", post_or_page(views.claim, "portal:review", keep=KEEP), name="claim"),
+    path(
+        "review/<uuid:verification_id>/release", post_or_page(views.release, "portal:review", keep=KEEP), name="release"
+    ),
     path("review/<uuid:verification_id>/renew", views.renew, name="renew"),
-    path("review/<uuid:verification_id>/decide", views.post_or_page(views.decide), name="decide"),
-    path("review/<uuid:verification_id>/skip", views.post_or_page(views.skip), name="skip"),
+    path("review/<uuid:verification_id>/decide", post_or_page(views.decide, "portal:review", keep=KEEP), name="decide"),
+    path("review/<uuid:verification_id>/skip", post_or_page(views.skip, "portal:review", keep=KEEP), name="skip"),
     path("csp-report/", views.csp_report, name="csp-report"),
 ]
 

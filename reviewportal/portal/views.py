@@ -263,28 +263,6 @@ def skip(request: HttpRequest, verification_id: str) -> HttpResponse:
     return _open_next(request)
 
 
-@reader_required
-def _action_page(request: HttpRequest, verification_id: str | None = None) -> HttpResponse:
-    """A reopened or reloaded action URL: the item's page (the queue for "Next item"), never a 405."""
-    if verification_id is None:
-        return redirect("portal:queue")
-    return redirect("portal:review", verification_id=_verification_or_404(verification_id).pk)
-
-
-def post_or_page(view: Any) -> Any:
-    """An action URL (claim, release, skip, decide, next item): POST runs ``view``; a GET (a reload, the back button, a
-    bookmarked address bar) goes to the page the action belongs to instead of the browser's blank 405."""
-
-    def dispatch(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-        if request.method in ("GET", "HEAD"):
-            return _action_page(request, **kwargs)
-        return view(request, **kwargs)
-
-    dispatch.__name__ = dispatch.__qualname__ = getattr(view, "__name__", "action")
-    dispatch.__doc__ = view.__doc__
-    return dispatch
-
-
 @require_POST
 @reviewer_required
 @never_cache

@@ -60,7 +60,8 @@ def test_roles_are_set_and_an_admin_cannot_drop_their_own(admin: Client, admin_u
     entry = SecurityLogEntry.objects.get(kind="user-roles")
     assert entry.detail == {"user": reviewer.pk, "before": ["reviewer"], "after": ["manager"]}
     refused = admin.post(reverse("adminportal:user-roles", args=[admin_user.pk]), {"roles": ["reviewer"]})
-    assert refused.status_code == 403 and 'data-refusal="permission-denied"' in refused.content.decode()
+    assert refused.status_code == 302  # Post/Redirect/Get: the user's page shows the refusal
+    assert 'data-refusal="permission-denied"' in admin.get(refused["Location"]).content.decode()
     assert users.roles_of(admin_user) == ["admin"]
 
 
@@ -162,13 +163,16 @@ def test_a_token_is_shown_once_and_listed_with_actor_boundary_and_scopes(admin: 
 def test_token_refusals_carry_their_code(admin: Client) -> None:
     admin.post(reverse("adminportal:actor-create"), {"name": "scanner", "kind": "external_verifier"})
     no_scope = admin.post(reverse("adminportal:token-create"), {"actor": "scanner", "boundary": "x", "scopes": []})
-    assert no_scope.status_code == 200 and not ApiToken.objects.exists()  # the form requires a scope
+    assert no_scope.status_code == 302 and not ApiToken.objects.exists()  # the form requires a scope
     unknown = admin.post(
-        reverse("adminportal:token-create"), {"actor": "nobody-here", "boundary": "x", "scopes": ["events:read"]}
+        reverse("adminportal:token-create"),
+        {"actor": "nobody-here", "boundary": "x", "scopes": ["events:read"]},
+        follow=True,
     )
     assert 'data-refusal="not-found"' in unknown.content.decode()
     portal = admin.post(
-        reverse("adminportal:token-create"), {"actor": "portal", "boundary": "x", "scopes": ["events:read"]}
+        reverse("adminportal:token-create"), {"actor": "portal", "boundary": "x", "scopes": ["events:read"]},
+        follow=True,
     )
     assert 'data-refusal="not-found"' in portal.content.decode()  # the portal's own actor is not offered
 

@@ -180,15 +180,15 @@ def test_the_detail_shows_what_is_involved_and_the_history(story: Story, manager
 def test_a_manager_closes_through_the_page(story: Story, manager: Any) -> None:
     client = client_for(manager)
     url = f"/findings/{story.integrity_finding.pk}/"
-    blank = client.post(f"{url}close", {"rationale": "  "})
-    assert blank.status_code == 200
+    blank = client.post(f"{url}close", {"rationale": "  "}, follow=True)
+    assert blank.redirect_chain == [(f"{url}#refusal", 302)]  # Post/Redirect/Get
     assert "<strong>finding-close-needs-rationale</strong>" in blank.content.decode()
     done = client.post(f"{url}close", {"rationale": "Store restored; the re-run passed."}, follow=True)
     html = done.content.decode()
     assert done.redirect_chain == [(url, 302)]
     assert re.findall(r'data-event="(\w+)"', html) == ["raised", "closed"]
     assert "“Store restored; the re-run passed.”" in html and "data-finding-form" not in html
-    again = client.post(f"{url}close", {"rationale": "twice"})
+    again = client.post(f"{url}close", {"rationale": "twice"}, follow=True)
     assert "<strong>finding-already-closed</strong>" in again.content.decode()
     assert [a for a, _, _ in actions(story.integrity_finding)] == ["raised", "closed"]
 

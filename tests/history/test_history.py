@@ -49,7 +49,7 @@ def test_every_verification_is_in_the_history_newest_first(story: Story, queue: 
     assert failed.head_kind == "decision"
     passed = row[story.passed.pk]
     assert (passed.state, passed.verdict, passed.determination, passed.authority, passed.decided_by) == (
-        "succeeded", "PASS", "met", "deterministic", "portal"
+        "succeeded", "PASS", "met", "deterministic", "automated verifier"  # issue 14: not "portal"
     )
     mismatch = row[other.pk]
     assert (mismatch.state, mismatch.verdict, mismatch.flagged, mismatch.reason) == (
@@ -266,7 +266,7 @@ def test_the_history_page_costs_the_same_queries_with_10_and_1000_rows(story: St
     assert Verification.objects.count() > 1500
     large = counts()
     assert small == large, (small, large)
-    assert max(small) <= 12, small  # session, user, permissions, the page, its heads, its decisions, reviewers
+    assert max(small) <= 13, small  # session, user, permissions, the page, its heads, its decisions, reviewers, reasons
 
 
 def test_the_shared_address_is_the_clean_one(story: Story, manager: Any) -> None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from tests.portal.conftest import Queue
 from tests.verification.service_world import LOG, imported_entry, inline
+from verification import history_selectors as hs
 from verification.models import Task, Verification
 from verification.review_selectors import RANK_NAMES, queue_counts, queue_items, queue_page
 from verification.selectors import review_queue
@@ -72,8 +73,13 @@ def test_an_expired_pending_enters_the_queue_when_its_deadline_passes(queue: Que
     [row] = list(queue_items(now=later))
     assert row.pk == verification.pk and row.queue_reason == "pending-expired"  # type: ignore[attr-defined]
     page = queue_page(now=later, filters={}, cursor=None, limit=10)
+    # issue 14: the same verdict and authority as the history shows (one read-time derivation, the head's authority)
     assert (page.rows[0].verdict, page.rows[0].reason, page.rows[0].authority) == (
-        "UNKNOWN", "pending-expired", "imported"
+        "UNKNOWN", "pending-expired", "deterministic"
+    )
+    [in_history] = hs.history_page(filters={}, cursor=None, limit=10, now=later).rows
+    assert (in_history.verdict, in_history.reason, in_history.authority) == (
+        page.rows[0].verdict, page.rows[0].reason, page.rows[0].authority
     )
     verification.refresh_from_db()
     assert verification.verdict == "PENDING"  # resolved when read, never written back (SPEC §2)

@@ -72,7 +72,7 @@ def _plain_text(value: Any) -> str:
 
 #: One converter per export column (the columns' types are fixed), so each cell costs one call.
 _CSV_CELLS: Final = tuple(
-    {"subject": _text, "flag_reason": _text, "decided_by": _text, "reason": _text}.get(
+    {"subject": _text, "flag_reason": _text, "decided_by": _text, "reason": _text, "rationale": _text}.get(
         name,
         _flag if name in ("pending_expired", "flagged", "human_decided") else _time if name == "created_at"
         else _plain_text,
