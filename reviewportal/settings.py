@@ -346,6 +346,9 @@ SPECTACULAR_SETTINGS = {
         "SemanticOutcomeEnum": "verification.api.serializers.SEMANTIC_OUTCOMES",
         "EventKindEnum": "verification.api.serializers.EVENT_KINDS",
         "ReasonCodeEnum": "verification.api.serializers.REASON_CODES",
+        "DigestKindEnum": "verification.api.serializers.DIGEST_KIND",
+        "UnchangedKindEnum": "verification.api.serializers.UNCHANGED_KIND",
+        "AwaitedKindEnum": "verification.api.serializers.AWAITED_KINDS",
     },
     "PREPROCESSING_HOOKS": ["verification.api.schema.only_the_api"],
     # the errors every view may give, the response headers (Location, Idempotent-Replayed, Retry-After) and links

@@ -171,7 +171,13 @@ def test_the_limits_in_the_schema_are_the_limits_the_api_applies(document: dict[
     from verification.kernel import limits
 
     schemas = document["components"]["schemas"]
-    deadline = schemas["RubricCriterionRequest"]["properties"]["deadline_seconds"]
+    deadline = schemas["PendingCriterionRequest"]["properties"]["deadline_seconds"]
     assert (deadline["minimum"], deadline["maximum"]) == (limits.DURATION_MIN_SECONDS, limits.DURATION_MAX_SECONDS)
-    weight = schemas["RubricCriterionRequest"]["properties"]["weight"]
-    assert weight["maximum"] == limits.WEIGHT_MAX
+    weight = schemas["DigestCriterionRequest"]["properties"]["weight"]
+    assert (weight["minimum"], weight["exclusiveMinimum"], weight["maximum"]) == (0, True, limits.WEIGHT_MAX)
+    for name, component in schemas.items():  # every number a client sends is bounded
+        for field, prop in component.get("properties", {}).items():
+            if name.endswith("Request") and prop.get("type") in ("integer", "number"):
+                assert "minimum" in prop and "maximum" in prop, (name, field)
+            if name.endswith("Request") and prop.get("type") == "string" and "enum" not in prop:
+                assert "maxLength" in prop or "pattern" in prop or "format" in prop, (name, field)

@@ -89,6 +89,8 @@ class DocsView(SpectacularSwaggerSplitView):
 
 # --- what the generator cannot see: the errors every view may give, the headers, the links (issue 13 item 4) --------
 
+#: Any text without a NUL character (what every CharField accepts), as a JSON Schema pattern.
+NO_NUL: Final = "^[^\\u0000]*$"
 ERROR_REF: Final = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
 RETRY_AFTER: Final = {
     "Retry-After": {
@@ -155,7 +157,14 @@ LINKS: Final = {
 
 
 def complete_schema(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: the common errors, the response headers and the links."""
+    """drf-spectacular postprocessing hook: the common errors, the response headers and the links; request bodies
+    refuse unknown fields (``StrictSerializer``: 400 ``unknown-field``), so their schemas say so."""
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and component.get("type") == "object":
+            component["additionalProperties"] = False
+            for prop in component.get("properties", {}).values():
+                if prop.get("type") == "string" and "pattern" not in prop and "enum" not in prop:
+                    prop["pattern"] = NO_NUL  # REST framework's CharField refuses a NUL character
     for path, item in result.get("paths", {}).items():
         for operation in item.values():
             responses = operation.setdefault("responses", {})

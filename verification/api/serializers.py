@@ -19,14 +19,16 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.conf import settings
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from verification.api.errors import ApiError
 from verification.kernel import limits
 from verification.kernel.claims import MAX_CLAIMS
+from verification.kernel.criteria import CRITERION_ID_PATTERN
 from verification.kernel.digests import is_digest
-from verification.kernel.expressions import is_symbol
+from verification.kernel.expressions import EXPRESSION_PATTERN, OBSERVABLE_CONTENT_DIGEST, SYMBOL_PATTERN, is_symbol
 from verification.kernel.reasons import Reason
 
 MAX_WAIT_MS: Final = 30_000
@@ -97,6 +99,9 @@ class DurationSecondsField(StrictIntegerField):
         super().__init__(**kwargs)
 
 
+@extend_schema_field(
+    {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": limits.WEIGHT_MAX, "format": "double"}
+)
 class WeightField(StrictFloatField):
     """A finite weight above 0 and at most 10^6 (SPEC §3; ``kernel.limits``)."""
 
@@ -131,6 +136,11 @@ class StrictChoiceField(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
+#: Years 1970..9999 (SPEC §3 "Numbers at the boundary", ``kernel.limits``) as a pattern beside ``format: date-time``.
+DATE_TIME_PATTERN: Final = r"^(19[7-9][0-9]|[2-9][0-9]{3})-"
+
+
+@extend_schema_field({"type": "string", "format": "date-time", "pattern": DATE_TIME_PATTERN})
 class StrictDateTimeField(serializers.DateTimeField):
     """An RFC 3339 timestamp with a UTC offset or ``Z``; a naive time is refused (the clock is never guessed)."""
 
@@ -149,6 +159,19 @@ class StrictDateTimeField(serializers.DateTimeField):
             raise ValidationError(str(exc)) from None
 
 
+DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
+RUBRIC_HASH_PATTERN: Final = r"^(sha256:)?[0-9a-f]{64}$"
+#: Canonical standard base64 (RFC 4648 §4): padded, and the bits below the last character's share are zero, so one
+#: byte string has one spelling. ``decode_base64`` is what checks it; this publishes the same grammar.
+BASE64_PATTERN: Final = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
+
+
+def base64_length(decoded: int) -> int:
+    """The length of the canonical base64 of ``decoded`` bytes."""
+    return 4 * ((decoded + 2) // 3)
+
+
+@extend_schema_field({"type": "string", "pattern": DIGEST_PATTERN})
 class DigestField(StrictCharField):
     """``sha256:<64 lowercase hex>``."""
 
@@ -159,6 +182,7 @@ class DigestField(StrictCharField):
         return value
 
 
+@extend_schema_field({"type": "string", "pattern": RUBRIC_HASH_PATTERN})
 class Hex64Field(StrictCharField):
     """64 lowercase hex digits, optionally prefixed ``sha256:`` (a rubric hash)."""
 
@@ -170,6 +194,7 @@ class Hex64Field(StrictCharField):
         return bare
 
 
+@extend_schema_field({"type": "string", "pattern": SYMBOL_PATTERN, "maxLength": 64})
 class SymbolField(StrictCharField):
     """An evidence symbol as the expression grammar defines it (SPEC §5)."""
 
@@ -182,7 +207,7 @@ class SymbolField(StrictCharField):
 
 def decode_base64(value: str, *, field: str, limit: int) -> bytes:
     """Standard base64 (RFC 4648 §4, padded, no line breaks) → bytes; ``bad-base64`` or 413 beyond ``limit``."""
-    if 4 * ((limit + 2) // 3) < len(value):
+    if base64_length(limit) < len(value):
         raise ApiError(
             Reason.PAYLOAD_TOO_LARGE,
             f"{field}: more than {limit} bytes once decoded",
@@ -205,6 +230,15 @@ def decode_base64(value: str, *, field: str, limit: int) -> bytes:
     return content
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "byte",
+        "pattern": BASE64_PATTERN,
+        "maxLength": base64_length(settings.REVIEWPORTAL_API_MAX_INLINE_EVIDENCE_BYTES),
+        "description": "canonical standard base64; more than the limit decoded is 413 payload-too-large",
+    }
+)
 class Base64Field(StrictCharField):
     """Standard base64; decoded to bytes, at most ``REVIEWPORTAL_API_MAX_INLINE_EVIDENCE_BYTES`` (else 413)."""
 
@@ -240,13 +274,23 @@ class EmptySerializer(StrictSerializer):
 # --- rubrics (SPEC §5) ---------------------------------------------------------------------------------------------
 
 
+TIER_NAMES: Final = (*TRUST_TIERS, "T0", "T1", "T2", "T3")
+
+
+@extend_schema_field({"type": "string", "pattern": CRITERION_ID_PATTERN, "maxLength": 128})
+class CriterionIdField(StrictCharField):
+    """A criterion id as the registrar takes it (``kernel.criteria``)."""
+
+
 class EvidencePolicySerializer(StrictSerializer):
-    min_trust_tier = StrictCharField(required=False, allow_null=True, help_text="T0..T3 or deterministic, ...")
+    min_trust_tier = StrictChoiceField(
+        choices=TIER_NAMES, required=False, allow_null=True, help_text="T0..T3 or deterministic, ..."
+    )
     max_age_seconds = DurationSecondsField(required=False, allow_null=True)
 
 
 class RubricCriterionSerializer(StrictSerializer):
-    id = StrictCharField(max_length=128)
+    id = CriterionIdField(max_length=128)
     kind = StrictChoiceField(choices=CRITERION_KINDS)
     hard = StrictBooleanField(required=False, help_text="default true")
     weight = WeightField(required=False, help_text="a finite number above 0, at most 10^6; default 1")
@@ -263,12 +307,90 @@ class RubricCriterionSerializer(StrictSerializer):
     description = StrictCharField(required=False, allow_blank=True, max_length=MAX_TEXT)
 
 
+EXPIRY_VERDICTS: Final = ("UNKNOWN", "FAIL", "NOT_RUN")
+
+
+@extend_schema_field({"type": "string", "pattern": EXPRESSION_PATTERN, "maxLength": MAX_TEXT})
+class ExpressionField(StrictCharField):
+    """The decidable expression (``kernel.expressions``); anything else is refused at registration (422)."""
+
+
+DIGEST_KIND: Final = ("digest",)
+UNCHANGED_KIND: Final = ("unchanged",)
+AWAITED_KINDS: Final = ("semantic", "imported")
+
+
+def kind_field(*values: str) -> StrictChoiceField:
+    """A choice among ``values``, published inline (no shared enum component: each shape names its own kinds)."""
+    field_class = extend_schema_field({"type": "string", "enum": list(values)})(
+        type("KindField", (StrictChoiceField,), {})
+    )
+    field: StrictChoiceField = field_class(choices=values)
+    return field
+
+
+class _CriterionCommon(StrictSerializer):
+    id = CriterionIdField(max_length=128)
+    hard = StrictBooleanField(required=False, help_text="default true")
+    weight = WeightField(required=False, help_text="a finite number above 0, at most 10^6; default 1")
+    policy = EvidencePolicySerializer(required=False, allow_null=True)
+    description = StrictCharField(required=False, allow_blank=True, max_length=MAX_TEXT)
+
+
+class DigestCriterionSerializer(_CriterionCommon):
+    """``digest``: the one decidable observable and its expression (SPEC §5); witnessed at registration."""
+
+    kind = kind_field(*DIGEST_KIND)
+    observable = StrictChoiceField(choices=(OBSERVABLE_CONTENT_DIGEST,))
+    expression = ExpressionField(max_length=MAX_TEXT, help_text='(= <symbol> "sha256:<64 hex>")')
+
+
+class UnchangedCriterionSerializer(_CriterionCommon):
+    """``unchanged``: the oracle seam over the bound artifact's authoritative baseline (SPEC §5)."""
+
+    kind = kind_field(*UNCHANGED_KIND)
+    symbol = SymbolField(max_length=128)
+
+
+class AwaitedCriterionSerializer(_CriterionCommon):
+    """``semantic`` / ``imported`` answered when the result arrives, without a deadline."""
+
+    kind = kind_field(*AWAITED_KINDS)
+
+
+class PendingCriterionSerializer(AwaitedCriterionSerializer):
+    """``semantic`` / ``imported`` PENDING until its result arrives or ``deadline_seconds`` pass (SPEC §2)."""
+
+    deadline_seconds = DurationSecondsField()
+    on_expiry = StrictChoiceField(choices=EXPIRY_VERDICTS)
+
+
+#: The schema's criterion: exactly one of the shapes the registrar accepts (the registrar refuses the rest, 422).
+CRITERION_SHAPES: Final = PolymorphicProxySerializer(
+    component_name="Criterion",
+    serializers=[
+        DigestCriterionSerializer,
+        UnchangedCriterionSerializer,
+        AwaitedCriterionSerializer,
+        PendingCriterionSerializer,
+    ],
+    resource_type_field_name=None,
+    many=True,
+)
+
+
+@extend_schema_field(CRITERION_SHAPES)
+class CriteriaField(serializers.ListField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=RubricCriterionSerializer(), min_length=1, max_length=256, **kwargs)
+
+
 class RubricRequestSerializer(StrictSerializer):
     """The rubric document; its ``rubric_hash`` is the sha256 of its canonical JSON (RFC 8785) as sent."""
 
     name = StrictCharField(max_length=200)
     description = StrictCharField(required=False, allow_blank=True, max_length=MAX_TEXT)
-    criteria = serializers.ListField(child=RubricCriterionSerializer(), min_length=1, max_length=256)
+    criteria = CriteriaField()
 
 
 class WitnessSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -347,6 +469,27 @@ class EvidenceRequestSerializer(StrictSerializer):
 # --- verifications (issue 4 §3) ---------------------------------------------------------------------------------------
 
 
+class BoundByIdSerializer(StrictSerializer):
+    """A binding to admitted evidence (the schema's first shape of an evidence binding)."""
+
+    symbol = SymbolField(max_length=128)
+    evidence_id = serializers.UUIDField(help_text="an id from POST /v1/evidence")
+    as_manifest = StrictBooleanField(required=False, help_text="the submitter binds it as its own change manifest")
+
+
+class BoundInlineSerializer(StrictSerializer):
+    """A binding to inline bytes (the schema's second shape of an evidence binding)."""
+
+    symbol = SymbolField(max_length=128)
+    content_base64 = Base64Field(help_text="inline bytes, standard base64; at most 1 MiB decoded")
+    media_type = StrictCharField(required=False, max_length=200, help_text="default text/plain")
+    evidence_type = StrictChoiceField(choices=EVIDENCE_TYPES, required=False)
+    collected_at = StrictDateTimeField(required=False, allow_null=True)
+    max_age_seconds = DurationSecondsField(required=False, allow_null=True)
+    expires_at = StrictDateTimeField(required=False, allow_null=True)
+    as_manifest = StrictBooleanField(required=False, help_text="the submitter binds it as its own change manifest")
+
+
 class EvidenceBindingSerializer(StrictSerializer):
     """Binds an evidence symbol of the contract to admitted evidence (``evidence_id``) or to inline bytes."""
 
@@ -367,6 +510,26 @@ class EvidenceBindingSerializer(StrictSerializer):
         if inline_only and "evidence_id" in attrs:
             raise ValidationError(f"{', '.join(inline_only)} describe inline content only")
         return attrs
+
+
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="EvidenceBindingShape",
+        serializers=[BoundByIdSerializer, BoundInlineSerializer],
+        resource_type_field_name=None,
+        many=True,
+    )
+)
+class BindingsField(serializers.ListField):
+    """A list of evidence bindings; the schema describes each item as exactly one of the two shapes (what
+    ``EvidenceBindingSerializer.validate`` enforces)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=EvidenceBindingSerializer(), max_length=MAX_EVIDENCE_ITEMS, **kwargs)
+
+
+def bindings_field(**kwargs: Any) -> BindingsField:
+    return BindingsField(**kwargs)
 
 
 class CitationSerializer(StrictSerializer):
@@ -430,7 +593,7 @@ class ClaimResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class VerificationRequestSerializer(StrictSerializer):
     task = StrictCharField(max_length=ID_MAX, help_text="the subject; its current cycle and contract are the server's")
-    evidence = serializers.ListField(child=EvidenceBindingSerializer(), required=False, max_length=MAX_EVIDENCE_ITEMS)
+    evidence = bindings_field(required=False)
     judgments = serializers.ListField(
         child=SemanticJudgmentSerializer(), required=False, max_length=MAX_RESULTS,
         help_text="semantic workers' tokens with the results:write scope only",
@@ -450,7 +613,7 @@ class VerificationRequestSerializer(StrictSerializer):
 
 
 class MoreEvidenceRequestSerializer(StrictSerializer):
-    evidence = serializers.ListField(child=EvidenceBindingSerializer(), min_length=1, max_length=MAX_EVIDENCE_ITEMS)
+    evidence = bindings_field(min_length=1)
     wait_ms = StrictIntegerField(required=False, min_value=0, max_value=MAX_WAIT_MS)
 
 
@@ -477,6 +640,16 @@ class ResultRequestSerializer(StrictSerializer):
         if judgment and imported:
             raise ValidationError(f"judgment fields {sorted(judgment)} and result fields {sorted(imported)} do not mix")
         return attrs
+
+
+#: How the schema describes a result delivery: exactly one of the two shapes (what ``ResultRequestSerializer.validate``
+#: enforces), so generated bodies are the ones the endpoint takes.
+RESULT_REQUEST: Final = PolymorphicProxySerializer(
+    component_name="ResultDelivery",
+    serializers=[SemanticJudgmentSerializer, ImportedResultSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
 
 
 class CaseRequestSerializer(StrictSerializer):

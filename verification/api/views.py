@@ -563,7 +563,7 @@ class VerificationResultsView(ApiView):
             "(kind `result`) superseding the head. Refused: 403 `actor-cannot-author-result`, 409 `not-pending`, 409 "
             "`pending-expired` (after the deadline). " + _scopes_text("results:write")
         ),
-        request=s.ResultRequestSerializer,
+        request=s.RESULT_REQUEST,
         responses={200: s.VerificationResponseSerializer, **_errors(*WRITE_ERRORS, 409)},
         auth=TOKEN_ONLY,
     )

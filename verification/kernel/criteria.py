@@ -53,6 +53,8 @@ _AWAITED_KINDS: Final = frozenset({CriterionKind.SEMANTIC, CriterionKind.IMPORTE
 
 # A criterion id: short, printable ASCII, safe in receipts, URLs and logs.
 _CRITERION_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
+#: The same grammar as a JSON Schema ``pattern`` (the API publishes it).
+CRITERION_ID_PATTERN: Final = "^" + _CRITERION_ID_RE.pattern + "$"
 
 
 def _malformed(detail: str) -> RubricError:

@@ -32,8 +32,14 @@ MAX_EXPRESSION_LENGTH: Final = 512
 
 _SYMBOL: Final = r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}"
 _SYMBOL_RE: Final = re.compile(_SYMBOL)
+#: The same grammar as a JSON Schema ``pattern`` (the API publishes it: SPEC §3, issue 13 item 4).
+SYMBOL_PATTERN: Final = "^" + _SYMBOL + "$"
 _EXPRESSION_RE: Final = re.compile(
     r"\( *= +(?P<symbol>" + _SYMBOL + r") +\"(?P<digest>sha256:[0-9a-f]{64})\" *\)"
+)
+#: The decidable expression's grammar as a JSON Schema ``pattern`` (published by the API).
+EXPRESSION_PATTERN: Final = (
+    "^" + _EXPRESSION_RE.pattern.replace("(?P<symbol>", "(").replace("(?P<digest>", "(").replace('\\"', '"') + "$"
 )
 
 
