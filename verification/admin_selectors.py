@@ -366,6 +366,16 @@ def _uuid_or_none(value: str) -> uuid.UUID | None:
         return None
 
 
+def _id_prefix_q(text: str) -> Q:
+    """Ids starting with ``text`` (issue 14: the 8-character id shown everywhere finds its item): a range on the
+    primary key, the same on SQLite's hex text and PostgreSQL's uuid; nothing for text that is no id's start."""
+    hexed = text.replace("-", "")
+    if not 1 <= len(hexed) < 32 or any(c not in "0123456789abcdef" for c in hexed):
+        return Q(pk__in=[])
+    low, high = uuid.UUID(hexed.ljust(32, "0")), uuid.UUID(hexed.ljust(32, "f"))
+    return Q(pk__gte=low, pk__lte=high)
+
+
 def evidence_list(*, filters: Mapping[str, str], cursor: str | None, limit: int) -> tuple[list[Evidence], str | None]:
     """Admitted evidence, newest first, with keyset pagination; filters: ``q`` (an id or a digest, whole or its
     start), ``state`` (``accessible``/``redacted``). ``invalid-request`` for a bad filter or cursor."""
@@ -374,7 +384,7 @@ def evidence_list(*, filters: Mapping[str, str], cursor: str | None, limit: int)
     if q:
         as_id = _uuid_or_none(q)
         digest = q if q.startswith("sha256:") else f"sha256:{q}"
-        queryset = queryset.filter(Q(pk=as_id) if as_id else Q(digest__startswith=digest))
+        queryset = queryset.filter(Q(pk=as_id) if as_id else Q(digest__startswith=digest) | _id_prefix_q(q))
     state = (filters.get("state") or "").strip()
     if state not in EVIDENCE_STATES:
         raise ServiceError(Reason.INVALID_REQUEST, "state is accessible or redacted")

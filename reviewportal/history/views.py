@@ -32,6 +32,7 @@ from reviewportal.history.access import (
     history_required,
 )
 from reviewportal.history.forms import FindingStepForm, HistoryFilterForm
+from reviewportal.history.presenters import detail_words, subject_words
 from reviewportal.webwords import field_problems
 from verification import history_selectors as hs
 from verification.errors import ServiceError
@@ -258,8 +259,12 @@ def _finding_or_404(finding_id: Any) -> Any:
 
 
 def _finding_context(request: HttpRequest, finding: Any, **extra: Any) -> dict[str, Any]:
+    view = hs.finding_view(finding)
     context = {
-        "view": hs.finding_view(finding),
+        "view": view,
+        "subject": subject_words(finding.subject),
+        "detail": detail_words(finding.detail),
+        "other_refs": [subject_words(ref) for ref in view.other_refs],
         "can_close": can_close_findings(request.user),
         "form": FindingStepForm(),
         "refusal": None,

@@ -46,3 +46,13 @@ def test_a_refused_close_survives_reload_and_writes_nothing(story: Story, manage
     reopened = client.get(f"{url}close")  # the POST-only address reopened: the finding's page, never a 405
     assert reopened.status_code == 302 and reopened["Location"] == url
     assert FindingEvent.objects.count() == before
+
+
+def test_a_findings_page_names_its_subject_and_says_no_recomputed_none(story: Story, manager: Any) -> None:
+    finding = story.integrity_finding
+    assert "@" in finding.subject and "recomputed None" in finding.detail  # as stored
+    html = client_for(manager).get(f"/findings/{finding.pk}/").content.decode()
+    subject = re.search(r"<dd data-finding-subject>(.*?)</dd>", html, re.S)
+    assert subject is not None and story.task.title in subject.group(1) and "cycle 1" in subject.group(1)
+    assert finding.subject not in html and "recomputed None" not in html
+    assert "nothing to recompute (the bytes are gone)" in html
