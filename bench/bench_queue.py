@@ -72,6 +72,8 @@ CLAIMERS = 4
 CLAIM_ROUNDS = int(os.environ.get("BENCH_QUEUE_CLAIM_ROUNDS", "3"))
 CLAIMS_EACH = int(os.environ.get("BENCH_QUEUE_CLAIMS_EACH", "100"))  # per reviewer and round
 CHUNK = 1000
+DEEP_ROWS = int(os.environ.get("BENCH_QUEUE_DEEP_ROWS", "30000"))  # (c): how deep the far page is
+HTTP_ROUNDS = int(os.environ.get("BENCH_QUEUE_HTTP_ROUNDS", "60"))  # (d): rounds of the reviewer actions
 SEED = 15
 
 #: (category, fraction of all rows, the template it copies). The first seven are in the queue (pending-now: half).
@@ -498,8 +500,7 @@ def _page_client(reviewer_name: str) -> Any:
     return client
 
 
-def _get_queue(client: Any) -> float:
-    url = "/queue/"
+def _get_queue(client: Any, url: str = "/queue/") -> float:
     started = time.perf_counter()
     response = client.get(url)
     elapsed = time.perf_counter() - started
@@ -565,6 +566,51 @@ def _time_pages(
             activate(size)
             samples[size].append(_get_queue(clients[size]))
     return samples, queries
+
+
+def _deep_cursor(depth: int) -> tuple[str, int]:
+    """The cursor of the queue row ``depth`` rows from the front (what ``depth / 50`` "Next page" follows reach),
+    and the depth used (less when the queue is shorter)."""
+    from django.utils import timezone
+
+    from verification.review_selectors import Cursor, queue_items
+
+    items = queue_items(now=timezone.now())
+    depth = max(0, min(depth, items.count() - 60))
+    rank, submitted_at, pk = items.values_list("queue_rank", "submitted_at", "pk")[depth]
+    return Cursor(int(rank), submitted_at, pk).encode(), depth
+
+
+def _time_deep(depth: int) -> tuple[dict[str, list[float]], int]:
+    """Page 1 and a page ``depth`` rows deep, one request of each in turn, counts recounted on every request."""
+    from django.conf import settings
+
+    settings.REVIEWPORTAL_QUEUE_COUNTS_SECONDS = 0
+    cursor, used = _deep_cursor(depth)
+    client = _page_client("reviewer")
+    urls = {"page 1": "/queue/", "deep": f"/queue/?cursor={cursor}"}
+    for _ in range(PAGE_WARM_UP):
+        for url in urls.values():
+            _get_queue(client, url)
+    samples: dict[str, list[float]] = {name: [] for name in urls}
+    for i in range(PAGE_REQUESTS):
+        for name in urls if i % 2 == 0 else reversed(list(urls)):
+            samples[name].append(_get_queue(client, urls[name]))
+    return samples, used
+
+
+def _time_http(large: str) -> Any:
+    """The reviewer actions over real HTTP (``bench/_reviewer_http.py``), against database ``large``."""
+    from django.conf import settings
+
+    from bench._reviewer_http import measure
+
+    url = os.environ["DATABASE_URL"]
+    scheme, rest = url.split("://", 1)
+    server = rest.split("/", 1)[0]
+    client = _page_client("reviewer")
+    return measure(database_url=f"{scheme}://{server}/{large}", session_key=client.cookies["sessionid"].value,
+                   secret_key=settings.SECRET_KEY, rounds=HTTP_ROUNDS)
 
 
 # --- (b) claims ------------------------------------------------------------------------------------------------------
@@ -901,7 +947,9 @@ def main() -> str | None:
             finally:
                 connections["default"] = wrappers["large"]
                 wrappers["small"].close()
+            deep, depth = _time_deep(DEEP_ROWS)
             claims = _claims(claimers)
+            http = _time_http(large)
         finally:
             _use(large)
             connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
@@ -955,6 +1003,32 @@ def main() -> str | None:
         "",
         "0",
     ))
+    rows.append((
+        f"(c) GET /queue/ a page {depth:,} rows deep (its cursor), {ROWS:,} verifications, counts recounted",
+        f"p50 {_ms(_percentile(deep['deep'], 0.5))}, p95 {_ms(_percentile(deep['deep'], 0.95))}",
+        f"page 1, same run: p50 {_ms(_percentile(deep['page 1'], 0.5))}, "
+        f"p95 {_ms(_percentile(deep['page 1'], 0.95))}",
+        f"{_percentile(deep['deep'], 0.5) / _percentile(deep['page 1'], 0.5):.2f} "
+        f"(p95: {_percentile(deep['deep'], 0.95) / _percentile(deep['page 1'], 0.95):.2f})",
+        "<= 1.1",
+    ))
+    trivial = http.samples["trivial"]
+    http_labels = {
+        "queue": "(d) HTTP (gunicorn): queue page, GET /queue/",
+        "claim": '    "Next item": POST /queue/claim-next + the review page it opens',
+        "decide": "    decision: POST …/decide (FAIL) + the next item's page it redirects to",
+    }
+    for action, label in http_labels.items():
+        got = http.samples[action]
+        rows.append((
+            f"{label}, {ROWS:,} verifications",
+            f"p50 {_ms(_percentile(got, 0.5))}, p95 {_ms(_percentile(got, 0.95))}",
+            f"trivial view, same middleware: p50 {_ms(_percentile(trivial, 0.5))}, "
+            f"p95 {_ms(_percentile(trivial, 0.95))}",
+            f"{_percentile(got, 0.5) / _percentile(trivial, 0.5):.1f} "
+            f"(p95: {_percentile(got, 0.95) / _percentile(trivial, 0.95):.1f})",
+            "(tracked)",
+        ))
     census = ", ".join(f"{code} {n:,}" for code, n in large_counts)
     notes = [
         f"(a) {ROWS:,} verifications, {large_queue:,} in the queue when counted ({census}); "
@@ -976,6 +1050,15 @@ def main() -> str | None:
         + " ms, bare "
         + " / ".join(f"{claims[mode, 'bare'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
         + f" ms; this machine has {os.cpu_count()} CPUs.",
+        f"(c) {PAGE_REQUESTS} requests each, page 1 and the deep page in turn, counts recounted on every request "
+        "(REVIEWPORTAL_QUEUE_COUNTS_SECONDS=0: from the rollup); the deep page's cursor is the queue row "
+        f"{depth:,} rows from the front.",
+        f"(d) one reviewer, {http.rounds} rounds after 5 to warm up, gunicorn with {http.workers} sync worker "
+        "(a new connection per request), DEBUG off, counts recounted on every request; a claim is timed every other "
+        f"round (the other rounds decide the item the previous decision's redirect claimed); {http.refused} decisions "
+        f"refused; samples: queue {len(http.samples['queue'])}, claim {len(http.samples['claim'])}, decide "
+        f"{len(http.samples['decide'])}, trivial {len(trivial)}; load average at the end "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}.",
         f"data: {', '.join(f'{name} {n:,}' for name, n in mix.items())}; built in {fill_s:.0f} s "
         "(each copy's receipts re-signed).",
     ]
