@@ -11,7 +11,7 @@ status to answer with (``http_status``). Statuses used by the services:
 - 409 the request conflicts with recorded state: ``idempotency-conflict`` (same key, different body),
   ``actor-name-taken``, ``not-pending`` (no check awaits this result), ``pending-expired`` (the result came after
   its deadline: SPEC §2), ``not-awaiting-evidence``;
-- 413 ``payload-too-large`` (inline evidence above ``MAX_INLINE_EVIDENCE_BYTES``);
+- 413 ``payload-too-large`` (inline evidence above ``REVIEWPORTAL_API_MAX_INLINE_EVIDENCE_BYTES``);
 - 422 refusals of well-formed input by a rule of the domain: ``source-signature-invalid``,
   ``mismatch-not-from-oracle``.
 """

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import OperationalError, connection
 from django.utils import timezone
 
@@ -32,7 +33,6 @@ from verification.selectors import events_after, review_queue, verification_list
 from verification.services import NotFound
 from verification.services import verifications as services
 from verification.services.verifications import (
-    MAX_INLINE_EVIDENCE_BYTES,
     verification_add_evidence,
     verification_mark_failed,
     verification_run,
@@ -40,6 +40,9 @@ from verification.services.verifications import (
 )
 
 pytestmark = pytest.mark.django_db
+
+#: One setting, not a setting and a constant (issue 13 item 5).
+MAX_INLINE_EVIDENCE_BYTES = settings.REVIEWPORTAL_API_MAX_INLINE_EVIDENCE_BYTES
 
 
 @pytest.fixture

@@ -23,13 +23,15 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
-from verification.api.errors import ApiError
+from verification.api.errors import ApiError, status_for, validation_error
+from verification.errors import ServiceError
 from verification.kernel import limits
 from verification.kernel.claims import MAX_CLAIMS
 from verification.kernel.criteria import CRITERION_ID_PATTERN
 from verification.kernel.digests import is_digest
 from verification.kernel.expressions import EXPRESSION_PATTERN, OBSERVABLE_CONTENT_DIGEST, SYMBOL_PATTERN, is_symbol
 from verification.kernel.reasons import Reason
+from verification.submissions import Binding, Submission, build
 
 MAX_WAIT_MS: Final = 30_000
 INLINE_ONLY: Final = frozenset({"media_type", "evidence_type", "collected_at", "max_age_seconds", "expires_at"})
@@ -116,6 +118,15 @@ class WeightField(StrictFloatField):
             return limits.weight(data)
         except limits.OutOfRange as exc:
             raise ValidationError(str(exc)) from None
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID as text (not a number: REST framework's field would take an integer too)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -473,7 +484,7 @@ class BoundByIdSerializer(StrictSerializer):
     """A binding to admitted evidence (the schema's first shape of an evidence binding)."""
 
     symbol = SymbolField(max_length=128)
-    evidence_id = serializers.UUIDField(help_text="an id from POST /v1/evidence")
+    evidence_id = StrictUUIDField(help_text="an id from POST /v1/evidence")
     as_manifest = StrictBooleanField(required=False, help_text="the submitter binds it as its own change manifest")
 
 
@@ -494,7 +505,7 @@ class EvidenceBindingSerializer(StrictSerializer):
     """Binds an evidence symbol of the contract to admitted evidence (``evidence_id``) or to inline bytes."""
 
     symbol = SymbolField(max_length=128)
-    evidence_id = StrictCharField(required=False, max_length=ID_MAX, help_text="an id from POST /v1/evidence")
+    evidence_id = StrictUUIDField(required=False, help_text="an id from POST /v1/evidence")
     content_base64 = Base64Field(required=False, help_text="inline bytes, standard base64; at most 1 MiB decoded")
     media_type = StrictCharField(required=False, max_length=200, help_text="inline bytes only; default text/plain")
     evidence_type = StrictChoiceField(choices=EVIDENCE_TYPES, required=False, help_text="inline bytes only")
@@ -611,10 +622,78 @@ class VerificationRequestSerializer(StrictSerializer):
         help_text="bounded sync: wait up to this long for the result (200), else 202 with Location; not hashed",
     )
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        _each_symbol_once(attrs)
+        for name in ("judgments", "results"):
+            criteria = [entry["criterion"] for entry in attrs.get(name, ())]
+            twice = sorted({c for c in criteria if criteria.count(c) > 1})
+            if twice:
+                raise ValidationError({name: [f"criterion {twice[0]!r} appears twice"]})
+        return attrs
+
 
 class MoreEvidenceRequestSerializer(StrictSerializer):
     evidence = bindings_field(min_length=1)
     wait_ms = StrictIntegerField(required=False, min_value=0, max_value=MAX_WAIT_MS)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        _each_symbol_once(attrs)
+        return attrs
+
+
+def _each_symbol_once(attrs: Mapping[str, Any]) -> None:
+    symbols = [binding["symbol"] for binding in attrs.get("evidence", ())]
+    if len(set(symbols)) != len(symbols):
+        raise ValidationError({"evidence": ["each symbol is bound once"]})
+
+
+def binding_of(attrs: Mapping[str, Any]) -> Binding:
+    """A validated binding as the services take it (decoded bytes, aware datetimes, a UUID)."""
+    fields = ("media_type", "evidence_type", "collected_at", "max_age_seconds", "expires_at", "as_manifest")
+    return Binding(
+        symbol=attrs["symbol"],
+        evidence_id=attrs.get("evidence_id"),
+        content=attrs.get("content_base64"),
+        **{name: attrs[name] for name in fields if attrs.get(name) is not None},
+    )
+
+
+def submission_from_validated(raw: Mapping[str, Any], data: Mapping[str, Any]) -> Submission:
+    """The typed submission of a body that ``VerificationRequestSerializer`` (or ``MoreEvidenceRequestSerializer``)
+    validated: ``raw`` is the body as parsed (what is hashed), ``data`` the serializer's values."""
+    return build(
+        raw,
+        bindings=[binding_of(b) for b in data.get("evidence", ())],
+        judgments=_with_raw(data, raw, "judgments"),
+        results=_with_raw(data, raw, "results"),
+    )
+
+
+def _with_raw(data: Mapping[str, Any], raw: Mapping[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
+    """(criterion, the entry as sent): results are stored as they arrived."""
+    return [(v["criterion"], dict(r)) for v, r in zip(data.get(name, ()), raw.get(name, ()), strict=True)]
+
+
+#: In-process callers that send no ``task`` (the service is given the task) still go through the one serializer.
+_IN_PROCESS_TASK: Final = "in-process"
+
+
+def submission_from_body(body: Any, *, more_evidence: bool = False) -> Submission:
+    """``body`` validated by the API's serializers, as a ``Submission`` (``verification.submissions.submission_of``);
+    a refusal is a ``ServiceError`` with the code and status the API answers."""
+    if more_evidence:
+        serializer: StrictSerializer = MoreEvidenceRequestSerializer(data=body)
+    else:
+        data = {"task": _IN_PROCESS_TASK, **body} if isinstance(body, Mapping) else body
+        serializer = VerificationRequestSerializer(data=data)
+    try:
+        serializer.is_valid(raise_exception=True)
+    except ValidationError as exc:
+        reason, detail, details = validation_error(exc.detail)
+        raise ServiceError(reason, detail, status=status_for(reason), details=details) from None
+    except ApiError as exc:
+        raise ServiceError(exc.reason, exc.text, status=exc.status_code, details=exc.extra) from None
+    return submission_from_validated(body, serializer.validated_data)
 
 
 class ResultRequestSerializer(StrictSerializer):

@@ -508,7 +508,11 @@ class VerificationsView(ApiView):
         _require_results_scope(creds, data)
         task = _task(data["task"])
         verification, created = verification_services.verification_submit(
-            actor=creds.actor, token=creds.token, task=task, body=raw, idempotency_key=_idempotency_key(request)
+            actor=creds.actor,
+            token=creds.token,
+            task=task,
+            body=s.submission_from_validated(raw, data),  # typed and validated: the one layer (issue 13)
+            idempotency_key=_idempotency_key(request),
         )
         return bounded_response(verification, wait_ms=data.get("wait_ms", 0), created=created)
 
@@ -600,7 +604,7 @@ class VerificationEvidenceView(ApiView):
         raw, data = _validated(request, s.MoreEvidenceRequestSerializer)
         verification = _verification(verification_id)
         created = verification_services.verification_add_evidence(
-            actor=creds.actor, token=creds.token, verification=verification, body=raw
+            actor=creds.actor, token=creds.token, verification=verification, body=s.submission_from_validated(raw, data)
         )
         return bounded_response(created, wait_ms=data.get("wait_ms", 0), created=True)
 

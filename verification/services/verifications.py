@@ -6,7 +6,9 @@ the stored facts, builds the kernel's records, calls ``kernel.evaluation.evaluat
 (kind ``run``). ``result_deliver`` accepts a result that a PENDING criterion awaits and appends a ``result``
 receipt superseding the head. Every rule is the kernel's; this module only gathers facts and stores outcomes.
 
-The submission body (the request body as received; the API validated its shape, these services check it again)::
+The submission body, validated once by the API's serializers into a typed ``verification.submissions.Submission``
+(a raw body from an in-process caller goes through the same serializers; these services check only the rules that
+are not about wire shape)::
 
     {
       "task": "<task id>",                       # optional here; must name ``task`` when present
@@ -37,36 +39,28 @@ of the cycle — claimants and submitters — come from ``verification.cycle_wor
 
 from __future__ import annotations
 
-import base64
-import binascii
+import contextlib
 import hashlib
 import logging
-import os
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, Final
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from verification import storage
 from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel import actors as kactors
-from verification.kernel import limits
 from verification.kernel.canonical import canonicalize, loads_strict
 from verification.kernel.chain import format_created_at
-from verification.kernel.claims import MAX_CLAIMS
 from verification.kernel.contracts import first_claim_at, subject_key
 from verification.kernel.criteria import Baseline as KernelBaseline
 from verification.kernel.criteria import Criterion, CriterionKind, RegisteredRubric, is_authoritative
-from verification.kernel.digests import sha256_digest
 from verification.kernel.errors import InvariantError, KernelError
 from verification.kernel.evaluation import (
     ArrivedResult as KernelArrived,
@@ -87,7 +81,6 @@ from verification.kernel.evidence import (
     artifact_text,
     assess_independence,
 )
-from verification.kernel.expressions import is_symbol
 from verification.kernel.findings import (
     VerificationRecord,
     detect_disagreements,
@@ -112,25 +105,23 @@ from verification.models import (
     Receipt,
     ReceiptKind,
     Task,
+    TaskCycle,
     Verification,
     VerificationEvidence,
 )
 from verification.read_state import phases_record
-from verification.selectors import contract_of, current_cycle, evidence_get, head_of, rubric_criteria
+from verification.selectors import contract_of, current_cycle, head_of, rubric_criteria
 from verification.services import NotFound, events
-from verification.services.actors import kernel_actor, portal_service_actor, require_token_of
-from verification.services.evidence import evidence_admit, tier_for
+from verification.services.actors import boundaries_for, kernel_actor, portal_service_actor, require_token_of
+from verification.services.evidence import evidence_admit_many, tier_for
 from verification.services.findings import finding_raise
 from verification.services.ownership import require_worker_of
-from verification.services.receipts import receipt_issue
+from verification.services.receipts import receipt_issue, receipt_issue_held
 from verification.services.tasks import baseline_secret
+from verification.submissions import Binding, Submission, submission_of
 
 logger = logging.getLogger(__name__)
 
-#: Inline evidence (``content_base64``) is at most this many decoded bytes per item; larger items go through
-#: ``POST /v1/evidence`` first. The API documents the same limit.
-MAX_INLINE_EVIDENCE_BYTES: Final = 1024 * 1024
-MAX_BINDINGS: Final = 64
 MAX_RESULTS: Final = 256
 MAX_IDEMPOTENCY_KEY: Final = 200
 MAX_DETAIL: Final = 500
@@ -143,21 +134,9 @@ NO_CONTRACT_HASH: Final = "0" * 64
 #: UNKNOWN ``no-accepted-contract`` (the kernel answers it for every criterion when the contract is missing).
 NO_CONTRACT_CRITERION: Final = Criterion(id="contract", kind=CriterionKind.IMPORTED, description="no accepted contract")
 
-TRANSPORT_FIELDS: Final = frozenset({"wait_ms"})
-BODY_FIELDS: Final = frozenset({"task", "evidence", "judgments", "results", "claims", "wait_ms"})
-CLAIM_FIELDS: Final = frozenset({"symbol", "observable", "expression"})
-BINDING_FIELDS: Final = frozenset(
-    {"symbol", "evidence_id", "content_base64", "media_type", "evidence_type", "collected_at", "max_age_seconds",
-     "expires_at", "as_manifest"}
-)
 RESULT_FIELDS: Final = frozenset({"criterion", "verdict", "detail", "evidence", "authority"})
 IMPORTED_VERDICTS: Final = frozenset({Verdict.PASS, Verdict.FAIL, Verdict.UNKNOWN, Verdict.NOT_RUN})
 
-#: Test-only hook (honoured only under ``settings.TESTING``): ``<directory>:<seconds>``. A run of a verification
-#: whose idempotency key starts with ``slow-`` writes ``<directory>/<verification id>.<pid>`` and sleeps before
-#: signing, so a test can SIGKILL the worker's pool child in the middle of the task (tests/verification/test_worker).
-TESTING_SLOW_RUN_ENV: Final = "REVIEWPORTAL_TESTING_SLOW_RUN"
-TESTING_SLOW_KEY_PREFIX: Final = "slow-"
 
 
 def _invalid(detail: str, **details: Any) -> ServiceError:
@@ -167,61 +146,9 @@ def _invalid(detail: str, **details: Any) -> ServiceError:
 # --- parsing a submission --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Binding:
-    symbol: str
-    evidence_id: uuid.UUID | None = None
-    content: bytes | None = None
-    media_type: str = "text/plain"
-    evidence_type: str = "artifact"
-    collected_at: datetime | None = None
-    max_age_seconds: int | None = None
-    expires_at: datetime | None = None
-    as_manifest: bool = False
-
-
-@dataclass(frozen=True)
-class _Submission:
-    bindings: tuple[_Binding, ...]
-    judgments: tuple[tuple[str, Mapping[str, Any]], ...]
-    results: tuple[tuple[str, Mapping[str, Any]], ...]
-    stored_body: dict[str, Any]
-    submission_hash: str
-
-
-def _time(value: object, what: str) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _invalid(f"{what} is an RFC 3339 time")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise _invalid(f"{what} is not an RFC 3339 time") from None
-    if timezone.is_naive(parsed):
-        raise _invalid(f"{what} needs a UTC offset (e.g. Z)")
-    try:  # SPEC §3: numbers at the boundary (kernel.limits)
-        return limits.moment(parsed)
-    except limits.OutOfRange as exc:
-        raise _invalid(f"{what} {exc}", fields={what: [str(exc)]}) from None
-
-
-def _decode(text: object, index: int) -> bytes:
-    if not isinstance(text, str):
-        raise ServiceError(Reason.BAD_BASE64, f"evidence[{index}].content_base64 is a string")
-    if len(text) > (MAX_INLINE_EVIDENCE_BYTES * 4) // 3 + 4:
-        raise ServiceError(
-            Reason.PAYLOAD_TOO_LARGE, f"evidence[{index}] is over {MAX_INLINE_EVIDENCE_BYTES} bytes", status=413
-        )
-    try:
-        data = base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, ValueError, UnicodeEncodeError):
-        raise ServiceError(Reason.BAD_BASE64, f"evidence[{index}].content_base64 is not standard base64") from None
-    if len(data) > MAX_INLINE_EVIDENCE_BYTES:
-        raise ServiceError(
-            Reason.PAYLOAD_TOO_LARGE, f"evidence[{index}] is over {MAX_INLINE_EVIDENCE_BYTES} bytes", status=413
-        )
-    return data
+#: The typed submission the API's serializers build (the one validation layer, ``verification.submissions``).
+_Binding = Binding
+_Submission = Submission
 
 
 def _unknown_fields(entry: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
@@ -230,115 +157,13 @@ def _unknown_fields(entry: Mapping[str, Any], allowed: frozenset[str], where: st
         raise ServiceError(Reason.UNKNOWN_FIELD, f"{where}: unknown fields {unknown}", details={"fields": unknown})
 
 
-def _parse_binding(entry: object, index: int) -> tuple[_Binding, dict[str, Any]]:
-    where = f"evidence[{index}]"
-    if not isinstance(entry, Mapping):
-        raise _invalid(f"{where} is an object")
-    _unknown_fields(entry, BINDING_FIELDS, where)
-    symbol = entry.get("symbol")
-    if not isinstance(symbol, str) or not is_symbol(symbol):
-        raise _invalid(f"{where}.symbol is an evidence symbol ([A-Za-z_][A-Za-z0-9_.-]*)")
-    hashed = dict(entry)
-    has_id, has_content = "evidence_id" in entry, "content_base64" in entry
-    if has_id == has_content:
-        raise _invalid(f"{where} has exactly one of evidence_id and content_base64")
-    as_manifest = entry.get("as_manifest", False)
-    if not isinstance(as_manifest, bool):
-        raise _invalid(f"{where}.as_manifest is true or false")
-    if has_id:
-        extra = sorted(set(entry) - {"symbol", "evidence_id", "as_manifest"})
-        if extra:
-            raise _invalid(f"{where}: {extra} describe inline content only")
-        try:
-            evidence_id = uuid.UUID(str(entry["evidence_id"]))
-        except ValueError:
-            raise _invalid(f"{where}.evidence_id is an evidence id") from None
-        return _Binding(symbol=symbol, evidence_id=evidence_id, as_manifest=as_manifest), hashed
-    content = _decode(entry["content_base64"], index)
-    hashed["content_base64"] = sha256_digest(content)  # SPEC §7: inline content enters the hash as its sha256
-    max_age = entry.get("max_age_seconds")
-    if max_age is not None:
-        try:  # SPEC §3: numbers at the boundary (kernel.limits)
-            limits.duration_seconds(max_age)
-        except limits.OutOfRange as exc:
-            raise _invalid(f"{where}.max_age_seconds {exc}", fields={f"{where}.max_age_seconds": [str(exc)]}) from None
-    for name in ("media_type", "evidence_type"):
-        if name in entry and not isinstance(entry[name], str):
-            raise _invalid(f"{where}.{name} is a string")
-    binding = _Binding(
-        symbol=symbol,
-        content=content,
-        media_type=entry.get("media_type", "text/plain"),
-        evidence_type=entry.get("evidence_type", "artifact"),
-        collected_at=_time(entry.get("collected_at"), f"{where}.collected_at"),
-        max_age_seconds=max_age,
-        expires_at=_time(entry.get("expires_at"), f"{where}.expires_at"),
-        as_manifest=as_manifest,
-    )
-    return binding, hashed
-
-
-def _parse_results(body: Mapping[str, Any], name: str) -> tuple[tuple[str, Mapping[str, Any]], ...]:
-    listed = body.get(name, [])
-    if not isinstance(listed, list) or len(listed) > MAX_RESULTS:
-        raise _invalid(f"{name} is a list of at most {MAX_RESULTS} objects")
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    seen: set[str] = set()
-    for index, entry in enumerate(listed):
-        if not isinstance(entry, Mapping):
-            raise _invalid(f"{name}[{index}] is an object")
-        criterion = entry.get("criterion")
-        if not isinstance(criterion, str) or not criterion:
-            raise _invalid(f"{name}[{index}].criterion names a criterion of the contract")
-        if criterion in seen:
-            raise _invalid(f"{name}: criterion {criterion!r} appears twice")
-        seen.add(criterion)
-        if name == "results":
-            _unknown_fields(entry, RESULT_FIELDS, f"results[{index}]")
-            _check_imported_body(entry, f"results[{index}]")
-        out.append((criterion, dict(entry)))
-    return tuple(out)
-
-
-def parse_submission(body: Mapping[str, Any], *, task: Task) -> _Submission:
-    """Check a submission body and compute its ``submission_hash`` (no database writes)."""
-    if not isinstance(body, Mapping):
-        raise _invalid("the body is a JSON object")
-    _unknown_fields(body, BODY_FIELDS, "body")
-    if "task" in body and str(body["task"]) != str(task.pk):
-        raise _invalid("body.task names another task than the one submitted to")
-    listed = body.get("evidence", [])
-    if not isinstance(listed, list) or len(listed) > MAX_BINDINGS:
-        raise _invalid(f"evidence is a list of at most {MAX_BINDINGS} bindings")
-    bindings: list[_Binding] = []
-    hashed_bindings: list[dict[str, Any]] = []
-    for index, entry in enumerate(listed):
-        binding, hashed = _parse_binding(entry, index)
-        bindings.append(binding)
-        hashed_bindings.append(hashed)
-    symbols = [b.symbol for b in bindings]
-    if len(set(symbols)) != len(symbols):
-        raise _invalid("each symbol is bound once")
-    judgments = _parse_results(body, "judgments")
-    results = _parse_results(body, "results")
-    _check_claims(body.get("claims", []))
-    stored = {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS}
-    if "evidence" in body:
-        stored["evidence"] = hashed_bindings
-    submission_hash = hashlib.sha256(canonicalize(stored)).hexdigest()
-    return _Submission(tuple(bindings), judgments, results, stored, submission_hash)
-
-
-def _check_claims(claims: object) -> None:
-    """SPEC §5: the claims list's wire shape (objects of three texts); what they say is the kernel's to classify."""
-    if not isinstance(claims, list) or len(claims) > MAX_CLAIMS:
-        raise _invalid(f"claims is a list of at most {MAX_CLAIMS} objects")
-    for index, claim in enumerate(claims):
-        if not isinstance(claim, Mapping):
-            raise _invalid(f"claims[{index}] is an object")
-        _unknown_fields(claim, CLAIM_FIELDS, f"claims[{index}]")
-        if set(claim) != CLAIM_FIELDS or not all(isinstance(v, str) for v in claim.values()):
-            raise _invalid(f"claims[{index}] has symbol, observable and expression, each text")
+def _refuse_mismatch(results: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """SPEC §2: only the oracle seam authors MISMATCH; an imported result cannot bring one (a rule, not a shape)."""
+    for index, (_, entry) in enumerate(results):
+        if entry.get("verdict") == Verdict.MISMATCH.value:
+            raise ServiceError(
+                Reason.MISMATCH_NOT_FROM_ORACLE, f"results[{index}]: an imported result cannot be MISMATCH", status=422
+            )
 
 
 def _claims_of(verification: Verification) -> list[Any]:
@@ -440,6 +265,25 @@ def _replayed(verification: Verification) -> Verification:
     return verification
 
 
+def _cycle_and_latest(task: Task) -> tuple[int, Verification | None]:
+    """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query; the latest
+    comes back as a reference by primary key (a new submission supersedes it: only its id is written)."""
+    top = TaskCycle.objects.filter(task=OuterRef("pk")).order_by("-number").values("number")[:1]
+    latest = Verification.objects.filter(task=OuterRef("pk"), cycle=OuterRef("cycle_now")).order_by(
+        "-created_at", "-id"
+    )
+    row = (
+        Task.objects.filter(pk=task.pk)
+        .annotate(cycle_now=Subquery(top))
+        .annotate(latest_id=Subquery(latest.values("pk")[:1]))
+        .values_list("cycle_now", "latest_id")
+        .first()
+    )
+    cycle = int(row[0]) if row is not None and row[0] is not None else 1
+    latest_id = row[1] if row is not None else None
+    return cycle, (Verification(id=latest_id) if latest_id is not None else None)
+
+
 def _evidence_key(digests: Sequence[str]) -> str:
     return hashlib.sha256(canonicalize(sorted(digests))).hexdigest()
 
@@ -455,8 +299,9 @@ def _create(
     supersedes: Verification | None,
     extra_bindings: Sequence[tuple[str, Evidence, bool]] = (),
     now: datetime,
+    cycle: int | None = None,
 ) -> Verification:
-    cycle = current_cycle(task)
+    cycle = current_cycle(task) if cycle is None else cycle
     contract = contract_of(task, cycle)
     rubric = contract.rubric if contract is not None else None
     registered = rubric_criteria(rubric) if rubric is not None else None
@@ -471,23 +316,33 @@ def _create(
             if registered is not None and registered.criterion(criterion_id) is None:
                 raise _invalid(f"criterion {criterion_id!r} is not in the contract")
     bound: list[tuple[str, Evidence, bool]] = list(extra_bindings)
+    # Items bound by id: one query for all of them; inline items: admitted together (one INSERT).
+    by_id = {e.pk: e for e in Evidence.objects.filter(pk__in=[b.evidence_id for b in submission.bindings])} \
+        if any(b.evidence_id is not None for b in submission.bindings) else {}
     for binding in submission.bindings:
-        if binding.evidence_id is not None:
-            evidence = evidence_get(binding.evidence_id)
-            if evidence is None:
-                raise NotFound(f"no evidence {binding.evidence_id}", evidence_id=str(binding.evidence_id))
-        else:
-            evidence = evidence_admit(
-                actor=actor,
-                token=token,
-                content=binding.content or b"",
-                evidence_type=binding.evidence_type,
-                media_type=binding.media_type,
-                collected_at=binding.collected_at,
-                max_age_seconds=binding.max_age_seconds,
-                expires_at=binding.expires_at,
-                task=task,
-            )
+        if binding.evidence_id is not None and binding.evidence_id not in by_id:
+            raise NotFound(f"no evidence {binding.evidence_id}", evidence_id=str(binding.evidence_id))
+    inline_items = [b for b in submission.bindings if b.evidence_id is None]
+    admitted = iter(
+        evidence_admit_many(
+            actor=actor,
+            token=token,
+            task=task,
+            items=[
+                {
+                    "content": b.content or b"",
+                    "evidence_type": b.evidence_type,
+                    "media_type": b.media_type,
+                    "collected_at": b.collected_at,
+                    "max_age_seconds": b.max_age_seconds,
+                    "expires_at": b.expires_at,
+                }
+                for b in inline_items
+            ],
+        )
+    )
+    for binding in submission.bindings:
+        evidence = by_id[binding.evidence_id] if binding.evidence_id is not None else next(admitted)
         bound = [b for b in bound if b[0] != binding.symbol]
         bound.append((binding.symbol, evidence, binding.as_manifest))
     verification = Verification.objects.create(
@@ -545,15 +400,19 @@ def verification_submit(
     """
     boundary = require_token_of(actor, token)
     key = _check_key(idempotency_key)
-    submission = parse_submission(body, task=task)
+    submission = submission_of(body)  # validated by the API's serializers (issue 13 item 5)
+    if submission.task_ref is not None and submission.task_ref != str(task.pk):
+        raise _invalid("body.task names another task than the one submitted to")
+    _refuse_mismatch(submission.results)
     if key is not None:
         replayed = _replay(actor, key, submission.submission_hash)
         if replayed is not None:
             return _replayed(replayed), False
     when = now or timezone.now()
-    latest = Verification.objects.filter(task=task, cycle=current_cycle(task)).order_by("-created_at", "-id").first()
+    cycle, latest = _cycle_and_latest(task)
     try:
-        with transaction.atomic():
+        # A savepoint only when an Idempotency-Key can lose a race (an IntegrityError then replays the winner).
+        with transaction.atomic() if key is not None else contextlib.nullcontext():
             verification = _create(
                 actor=actor,
                 token=token,
@@ -563,6 +422,7 @@ def verification_submit(
                 idempotency_key=key,
                 supersedes=latest,
                 now=when,
+                cycle=cycle,
             )
     except IntegrityError:
         if key is None:
@@ -602,28 +462,22 @@ def verification_add_evidence(
         raise ServiceError(
             Reason.NOT_AWAITING_EVIDENCE, f"verification {locked.pk} is not waiting for evidence", status=409
         )
-    if not isinstance(body, Mapping):
-        raise _invalid("the body is a JSON object")
-    _unknown_fields(body, frozenset({"evidence", "wait_ms"}), "body")
+    more = submission_of(body, more_evidence=True)  # validated by the API's serializers (issue 13 item 5)
     old = [
         (row.symbol, row.evidence, row.as_manifest)
         for row in VerificationEvidence.objects.filter(verification=locked).select_related("evidence")
     ]
-    new_symbols = {
-        str(e.get("symbol")) for e in body.get("evidence", []) if isinstance(e, Mapping)
-    } if isinstance(body.get("evidence"), list) else set()
+    new_symbols = {binding.symbol for binding in more.bindings}
     kept = [(s, e, m) for s, e, m in old if s not in new_symbols]
-    merged_body = {
-        "task": str(task.pk),
-        "supersedes": str(locked.pk),
-        "evidence": [{"symbol": s, "evidence_id": str(e.pk), "as_manifest": m} for s, e, m in kept]
-        + list(body.get("evidence", [])),
-    }
-    parsed = parse_submission({k: v for k, v in merged_body.items() if k != "supersedes"}, task=task)
     # The stored body and hash also name the superseded verification: the same evidence twice is two submissions.
-    stored = {**parsed.stored_body, "supersedes": str(locked.pk)}
+    stored = {
+        "task": str(task.pk),
+        "evidence": [{"symbol": s, "evidence_id": str(e.pk), "as_manifest": m} for s, e, m in kept]
+        + list(more.stored_body.get("evidence", [])),
+        "supersedes": str(locked.pk),
+    }
     submission = _Submission(
-        parsed.bindings,
+        tuple(Binding(symbol=s, evidence_id=e.pk, as_manifest=m) for s, e, m in kept) + more.bindings,
         (),
         (),
         stored,
@@ -662,6 +516,7 @@ class _Facts:
     arrived_payload: list[dict[str, Any]]
     digests: frozenset[str]
     citations: list[Citation] = field(default_factory=list)
+    portal: Actor | None = None  # the portal's service actor, read once per run
 
 
 def _baselines(
@@ -706,23 +561,34 @@ def _authoritative(
     )
 
 
+def _manifest_reports(bindings: Sequence[VerificationEvidence], task: Task) -> dict[uuid.UUID, list[kactors.Actor]]:
+    """Per bound item (not bound as a manifest), the reporters of its change-manifest reports, oldest first, as
+    kernel actors with their boundaries: two queries whatever the number of items."""
+    wanted = [b.evidence_id for b in bindings if not b.as_manifest]
+    if not wanted:
+        return {}
+    reports = list(
+        ChangeManifest.objects.filter(evidence_id__in=wanted, task=task)
+        .select_related("reported_by")
+        .order_by("created_at", "id")
+    )
+    boundaries = boundaries_for(r.reported_by for r in reports)
+    out: dict[uuid.UUID, list[kactors.Actor]] = {}
+    for r in reports:
+        out.setdefault(r.evidence_id, []).append(kernel_actor(r.reported_by, boundaries[r.reported_by.pk]))
+    return out
+
+
 def _manifest(
-    binding: VerificationEvidence, task: Task, producer: kactors.Actor
+    binding: VerificationEvidence, reporters: Sequence[kactors.Actor], producer: kactors.Actor
 ) -> KernelManifest | None:
     evidence_id = str(binding.evidence_id)
     if binding.as_manifest:
         # The submitter bound it as its own account of what changed: producer-declared (rail 4).
         return KernelManifest(evidence_id, reported_by=producer, producer=producer, producer_declared=True)
-    reports = list(
-        ChangeManifest.objects.filter(evidence_id=binding.evidence_id, task=task)
-        .select_related("reported_by")
-        .order_by("created_at", "id")
-    )
-    if not reports:
+    if not reporters:
         return None
-    candidates = [
-        KernelManifest(evidence_id, reported_by=kernel_actor(r.reported_by), producer=producer) for r in reports
-    ]
+    candidates = [KernelManifest(evidence_id, reported_by=r, producer=producer) for r in reporters]
     for candidate in candidates:
         if check_change_manifest(criterion_id="-", manifest=candidate) is None:
             return candidate  # one independent observation of it is enough
@@ -754,7 +620,13 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
     claims = found.claims
     workers = found.workers
     producer_row = found.producer_of(verification.submitted_by)
-    producer = kernel_actor(producer_row) if producer_row is not None else None
+    # The producer is one of the workers, whose boundaries cycle_workers read already.
+    producer = (
+        next((w for a, w in zip(found.actors, workers, strict=True) if a.pk == producer_row.pk), None)
+        or kernel_actor(producer_row)
+        if producer_row is not None
+        else None
+    )
     links = found.links
     registered = rubric_criteria(verification.rubric) if verification.rubric is not None else None
     criteria = registered.criteria if registered is not None else (NO_CONTRACT_CRITERION,)
@@ -770,10 +642,13 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
     by_symbol: dict[str, str] = {}
     unnamed = kactors.Actor(None, kactors.ActorKind.AGENT)
     producer_custody = f"boundary:{verification.submitted_boundary}" if verification.submitted_boundary else None
-    bindings = VerificationEvidence.objects.filter(verification=verification).select_related(
-        "evidence", "evidence__admitted_by"
+    bindings = list(
+        VerificationEvidence.objects.filter(verification=verification)
+        .select_related("evidence", "evidence__admitted_by")
+        .order_by("symbol")
     )
-    for binding in bindings.order_by("symbol"):
+    reporters = _manifest_reports(bindings, task)
+    for binding in bindings:
         evidence = binding.evidence
         evidence_id = str(evidence.pk)
         redacted = evidence.redacted_at is not None
@@ -804,7 +679,7 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
             facts=facts,
             stored=StoredItem(evidence_id, evidence.digest, content, redacted=redacted),
             independence=independence,
-            manifest=_manifest(binding, task, producer or unnamed),
+            manifest=_manifest(binding, reporters.get(binding.evidence_id, ()), producer or unnamed),
         )
         evidence_rows[evidence_id] = evidence
         by_symbol[binding.symbol] = evidence_id
@@ -889,6 +764,7 @@ def _load(verification: Verification, *, now: datetime) -> _Facts:
         evidence_payload=evidence_payload,
         arrived_payload=arrived_payload,
         digests=frozenset(e.digest for e in evidence_rows.values()),
+        portal=portal,
     )
 
 
@@ -918,18 +794,6 @@ def _payload(
         "supersedes_receipt_id": supersedes_receipt_id,
         "rationale": None,
     }
-
-
-def _testing_pause_before_signing(verification: Verification) -> None:
-    """Test-only (``TESTING_SLOW_RUN_ENV``, under ``settings.TESTING`` only): a window in which to kill a worker."""
-    if not getattr(settings, "TESTING", False):
-        return
-    spec = os.environ.get(TESTING_SLOW_RUN_ENV, "")
-    if not spec or not (verification.idempotency_key or "").startswith(TESTING_SLOW_KEY_PREFIX):
-        return
-    directory, _, seconds = spec.rpartition(":")
-    Path(directory, f"{verification.pk}.{os.getpid()}").write_text(str(os.getpid()), encoding="ascii")
-    time.sleep(float(seconds))
 
 
 def _pending_until(result: RunResult) -> datetime | None:
@@ -967,7 +831,7 @@ def _record_outcome(verification: Verification, facts: _Facts, result: RunResult
             receipt_refs=[receipt.content_hash],
         )
     _raise_disagreements(verification, facts, outcome.verdict, receipt)
-    events.event_emit(
+    events.event_append(  # the last write of the run's transaction (the caller holds it)
         kind=events.VERIFICATION_PENDING if running else events.VERIFICATION_FINISHED,
         verification=verification,
         payload={
@@ -1042,12 +906,14 @@ def _run_locked(verification: Verification, *, now: datetime) -> Receipt:
     payload = _payload(
         facts,
         result,
-        issuer=portal_service_actor(),
+        issuer=facts.portal or portal_service_actor(),
         authority=Authority.DETERMINISTIC,
         supersedes_receipt_id=previous.content_hash if previous is not None else None,
     )
-    _testing_pause_before_signing(verification)
-    receipt = receipt_issue(verification=verification, kind=ReceiptKind.RUN, payload=payload)
+    # Inside verification_run's (or result_deliver's) transaction, without a savepoint of its own.
+    receipt = receipt_issue_held(
+        verification=verification, kind=ReceiptKind.RUN, payload=payload, superseded=previous
+    )
     _record_outcome(verification, facts, result, receipt)
     return receipt
 
@@ -1073,14 +939,17 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     (a new attempt is a new submission): None. Operational errors propagate; the Celery task retries them.
     """
     pk = _verification_pk(verification_id)
-    existing = _seq0(pk)
-    if existing is not None:
-        return existing
     when = now or timezone.now()
-    counted = Verification.objects.filter(pk=pk, failed_at__isnull=True).update(
-        attempts=F("attempts") + 1, started_at=when
+    # The attempt is counted only when the run is owed (no seq 0 yet, not failed): one statement for the common case.
+    counted = (
+        Verification.objects.filter(pk=pk, failed_at__isnull=True)
+        .exclude(Exists(Receipt.objects.filter(verification_id=OuterRef("pk"), seq=0)))
+        .update(attempts=F("attempts") + 1, started_at=when)
     )
     if not counted:
+        existing = _seq0(pk)
+        if existing is not None:
+            return existing
         if not Verification.objects.filter(pk=pk).exists():
             raise NotFound(f"no verification {pk}", verification_id=str(pk))
         return None
@@ -1088,7 +957,7 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
         with transaction.atomic():
             locked = (
                 Verification.objects.select_for_update(of=("self",))
-                .select_related("task", "rubric", "submitted_by")
+                .select_related("task", "rubric", "submitted_by", "supersedes")
                 .get(pk=pk)
             )
             existing = _seq0(pk)
