@@ -458,7 +458,7 @@ def users_page(request: HttpRequest) -> HttpResponse:
 def user_create(request: HttpRequest) -> HttpResponse:
     form = UserCreateForm(request.POST or None)
     context: dict[str, Any] = {"form": form}
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and form.is_valid() and not _user_problems(form):
         data = form.cleaned_data
         try:
             user = users.user_create(
@@ -471,6 +471,20 @@ def user_create(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"Created {user.get_username()}.")
         return redirect("adminportal:user-detail", user_id=user.pk)
     return _render(request, "adminportal/user_create.html", context)
+
+
+def _user_problems(form: UserCreateForm) -> bool:
+    """Web words (issue 14): every problem the service's validators find (a weak password, a bad username), each
+    beside its field and all at once, instead of the API's one ``invalid-request``. True if there were any."""
+    from django.contrib.auth import get_user_model
+
+    data = form.cleaned_data
+    candidate = get_user_model()(username=data["username"].strip(), email=(data["email"] or "").strip())
+    problems = users.user_problems(candidate, data["password"])
+    for name, texts in problems.items():
+        for text in texts:
+            form.add_error(name if name in form.fields else None, text)
+    return bool(problems)
 
 
 def _user_context(user: Any, **extra: Any) -> dict[str, Any]:

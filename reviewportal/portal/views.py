@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewportal.portal import loop
 from reviewportal.portal.access import can_decide, reader_required, reviewer_required
+from reviewportal.webwords import field_problems
 from verification import review_selectors
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
@@ -77,11 +78,17 @@ def queue(request: HttpRequest) -> HttpResponse:
     filters = {name: request.GET.get(name, "").strip() for name in sorted(review_selectors.QUEUE_FILTERS)}
     cursor = request.GET.get("cursor", "").strip() or None
     error = None
+    problems: dict[str, str] = {}
+    typed = dict(filters)
     limit = settings.REVIEWPORTAL_QUEUE_PAGE_SIZE
     try:
         page = review_selectors.queue_page(now=now, filters=filters, cursor=cursor, limit=limit)
     except KernelError as exc:
         error = _refusal(exc)
+        # issue 14: every bad filter at once, in plain words, beside its field (the selector's own checks, per filter)
+        problems = field_problems(
+            lambda one: review_selectors.filter_queue(review_selectors.queue_items(now=now), one, now=now), filters
+        )
         filters, cursor = dict.fromkeys(filters, ""), None
         page = review_selectors.queue_page(now=now, filters={}, cursor=None, limit=limit)
     query = {k: v for k, v in filters.items() if v}
@@ -100,14 +107,15 @@ def queue(request: HttpRequest) -> HttpResponse:
             for code, n in page.counts
         ],
         "page": page,
-        "filters": filters,
+        "filters": typed if problems else filters,  # the form keeps what was typed beside its problem
+        "problems": problems,
         "query": query,
         "cursor": cursor,
         "error": error,
         "now": now,
         "can_decide": can_decide(request.user),
         # The reasons in the queue now (and the one filtered on): a filter that can match something.
-        "reason_options": sorted({code for code, _ in page.counts} | ({filters["reason"]} - {""})),
+        "reason_options": sorted({code for code, _ in page.counts} | ({typed["reason"]} - {""})),
         "authorities": review_selectors.AUTHORITIES,
         "ages": AGE_FILTERS,
         "progress": _progress(request, page.total),

@@ -63,3 +63,29 @@ def test_a_refused_token_issue_keeps_the_form_and_issues_nothing(admin: Client) 
         assert 'data-refusal="not-found"' in page and "box-7" in page
     assert admin.get(reverse("adminportal:token-create"))["Location"] == "/admin/tokens/"
     assert not ApiToken.objects.exists()
+
+
+# --- web words (issue 14): every problem at once, in plain words, beside its field ------------------------------------
+
+
+def test_a_weak_password_and_a_bad_username_are_named_at_once_beside_their_fields(admin: Client) -> None:
+    from django.contrib.auth import get_user_model
+
+    before = get_user_model().objects.count()
+    response = admin.post(reverse("adminportal:user-create"), {"username": "bad name!", "password": "12345"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-field-error="username"' in page and 'data-field-error="password"' in page
+    assert "This password is too short" in page and "This password is entirely numeric" in page
+    assert "well-formed JSON" not in page and 'data-refusal="invalid-request"' not in page  # no API words
+    assert get_user_model().objects.count() == before
+
+
+def test_every_bad_queue_filter_is_named_at_once_beside_its_field(admin: Client) -> None:
+    page = admin.get(reverse("portal:queue"), {"reason": "no-such-code", "authority": "oracle", "age": "3y"})
+    html = page.content.decode()
+    assert page.status_code == 200 and 'data-refusal="invalid-request"' in html
+    for name in ("reason", "authority", "age"):
+        assert f'data-field-error="{name}"' in html and f'data-problem="{name}"' in html
+    assert 'value="no-such-code" selected' in html  # what was typed stays in its field
+    assert "well-formed JSON" not in html

@@ -67,6 +67,22 @@ def _reason(reason: str) -> str:
     return reason.strip()
 
 
+def user_problems(candidate: Any, password: str) -> dict[str, list[str]]:
+    """Every problem Django's validators find with a new user's fields and initial password, per field (the web form
+    shows each beside its field, all at once; ``user_create`` refuses with them joined)."""
+    problems: dict[str, list[str]] = {}
+    try:
+        candidate.full_clean(exclude=["password"], validate_unique=False)
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            problems.setdefault(name, []).extend(messages)
+    try:
+        validate_password(password, user=candidate)
+    except ValidationError as exc:
+        problems.setdefault("password", []).extend(exc.messages)
+    return problems
+
+
 @transaction.atomic
 def user_create(*, by: Any, username: str, password: str, roles: Sequence[str], email: str = "") -> Any:
     """Create a portal user with an initial password (Django's validators) and roles; their human actor with it.
@@ -78,11 +94,9 @@ def user_create(*, by: Any, username: str, password: str, roles: Sequence[str], 
     model = get_user_model()
     chosen = _roles(roles)
     candidate = model(username=(username or "").strip(), email=(email or "").strip())
-    try:
-        candidate.full_clean(exclude=["password"], validate_unique=False)
-        validate_password(password, user=candidate)
-    except ValidationError as exc:
-        raise ServiceError(Reason.INVALID_REQUEST, " ".join(exc.messages)) from None
+    problems = user_problems(candidate, password)
+    if problems:
+        raise ServiceError(Reason.INVALID_REQUEST, " ".join(m for ms in problems.values() for m in ms))
     if model.objects.filter(username=candidate.username).exists():
         raise ServiceError(Reason.ACTOR_NAME_TAKEN, f"a user named {candidate.username!r} exists", status=409)
     try:
