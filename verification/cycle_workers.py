@@ -20,8 +20,8 @@ from verification.kernel import actors as kactors
 from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.rails import Link as KernelLink
 from verification.models import Actor, Claim, ContractAcceptance, Link, Task, Verification
-from verification.selectors import contract_of, kernel_claims
-from verification.services.actors import kernel_actor
+from verification.selectors import contract_of
+from verification.services.actors import boundaries_for, kernel_actor
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,11 @@ class CycleWorkers:
 def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
     """The workers of ``task``'s ``cycle`` with their boundaries, the link committers and the contract (SPEC §1)."""
     claimants: dict[int, Actor] = {}
-    for claim in Claim.objects.filter(task=task, cycle=cycle).select_related("actor").order_by("claimed_at", "id"):
-        claimants.setdefault(claim.actor.pk, claim.actor)
+    # Every claim of the task in one query: this cycle's claimants and the kernel's records of all cycles.
+    all_claims = list(Claim.objects.filter(task=task).select_related("actor").order_by("claimed_at", "id"))
+    for claim in all_claims:
+        if claim.cycle == cycle:
+            claimants.setdefault(claim.actor.pk, claim.actor)
     submitters: dict[int, Actor] = {}
     rows = (
         Verification.objects.filter(task=task, cycle=cycle, submitted_by__isnull=False)
@@ -95,13 +98,14 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
         KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
         for row in Link.objects.filter(task=task).select_related("committing_actor").order_by("created_at", "id")
     )
+    boundaries = boundaries_for(actors)
     return CycleWorkers(
         task=task,
         cycle=cycle,
-        claims=kernel_claims(task),
+        claims=tuple(KernelClaim(row.actor.name, row.cycle, row.claimed_at) for row in all_claims),
         claimants=tuple(claimants.values()),
         submitters=tuple(submitters.values()),
-        workers=tuple(kernel_actor(a) for a in actors),
+        workers=tuple(kernel_actor(a, boundaries[a.pk]) for a in actors),
         links=links,
         contract=contract_of(task, cycle),
     )

@@ -2,8 +2,9 @@
 
 Three ``celery -A reviewportal worker --pool=prefork --concurrency=1`` processes, started here against the test
 database and the broker, take 1,000 verifications submitted through the service: every one gets exactly one seq-0
-receipt, none missing, none duplicated. Then one task is made slow (the test-only hook
-``REVIEWPORTAL_TESTING_SLOW_RUN``, honoured only under the test settings) and its pool child is killed with SIGKILL
+receipt, none missing, none duplicated. Then one task is made slow (the workers are started by
+``tests/verification/slow_worker.py``, which wraps the run path's ``receipt_issue``: a seam of the tests, nothing in
+the app) and its pool child is killed with SIGKILL
 in the middle of the run, inside the transaction that would sign: the broker redelivers it (``acks_late``,
 ``reject_on_worker_lost``) and the chain still has exactly one seq 0. The workers are killed at the end whatever
 happens.
@@ -29,7 +30,8 @@ from django.db.models import Count
 from tests.verification.service_world import NOTES, World, digest_entry
 from verification.models import Receipt, Verification
 from verification.services.evidence import evidence_admit
-from verification.services.verifications import TESTING_SLOW_RUN_ENV, verification_submit
+from tests.verification.slow_worker import SLOW_DIR_ENV, SLOW_SECONDS_ENV
+from verification.services.verifications import verification_submit
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.slow]
 
@@ -46,7 +48,8 @@ _SCRUBBED = (
     "REVIEWPORTAL_SIGNING_KEY",
     "REVIEWPORTAL_SIGNING_KEY_FILE",
     "DJANGO_SETTINGS_MODULE",
-    TESTING_SLOW_RUN_ENV,
+    SLOW_DIR_ENV,
+    SLOW_SECONDS_ENV,
 )
 
 
@@ -78,7 +81,8 @@ class Workers:
                 "DATABASE_URL": test_database_url(),
                 "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"],
                 "REVIEWPORTAL_VAR_DIR": str(self.var),
-                TESTING_SLOW_RUN_ENV: f"{self.slow_dir}:{SLOW_RUN_SECONDS}",
+                SLOW_DIR_ENV: str(self.slow_dir),
+                SLOW_SECONDS_ENV: str(SLOW_RUN_SECONDS),
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -90,7 +94,7 @@ class Workers:
             self.processes.append(
                 subprocess.Popen(
                     [
-                        sys.executable, "-m", "celery", "-A", "reviewportal", "worker",
+                        sys.executable, "-m", "tests.verification.slow_worker", "worker",
                         "--pool=prefork", "--concurrency=1", "--loglevel=WARNING",
                         "--without-gossip", "--without-mingle", "--without-heartbeat",
                         "-n", f"h9-test-{n}@%h",

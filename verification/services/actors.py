@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Iterable
 from typing import Any, Final
 
 from django.db import IntegrityError, transaction
@@ -191,6 +192,19 @@ def boundaries_of(actor: Actor) -> frozenset[str]:
     if actor.name == PORTAL_ACTOR_NAME:
         found.add(PORTAL_BOUNDARY)
     return frozenset(b for b in found if b.strip())
+
+
+def boundaries_for(actors: Iterable[Actor]) -> dict[int, frozenset[str]]:
+    """``boundaries_of`` for many actors in one query (the run path reads every worker's boundaries at once)."""
+    listed = {a.pk: a for a in actors}
+    found: dict[int, set[str]] = {pk: set() for pk in listed}
+    if listed:
+        for actor_id, boundary in ApiToken.objects.filter(actor_id__in=listed).values_list("actor_id", "boundary"):
+            found[actor_id].add(boundary)
+    for pk, actor in listed.items():
+        if actor.name == PORTAL_ACTOR_NAME:
+            found[pk].add(PORTAL_BOUNDARY)
+    return {pk: frozenset(b for b in names if b.strip()) for pk, names in found.items()}
 
 
 def kernel_actor(actor: Actor | None, boundaries: frozenset[str] | None = None) -> kactors.Actor:

@@ -37,6 +37,19 @@ def _lock_feed() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EVENT_FEED_LOCK])
 
 
+def event_append(
+    *, kind: str, verification: Verification | None = None, payload: Mapping[str, Any] | None = None
+) -> Event:
+    """``event_emit`` inside a transaction the caller holds (no savepoint of its own: one round trip less on the
+    run path). Call it as the last write of that transaction, like ``event_emit``."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("event_append runs inside the caller's transaction")
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    _lock_feed()
+    return Event.objects.create(kind=kind, verification=verification, payload=dict(payload or {}))
+
+
 @transaction.atomic
 def event_emit(
     *, kind: str, verification: Verification | None = None, payload: Mapping[str, Any] | None = None

@@ -173,13 +173,35 @@ def receipt_issue(
     kind: str,
     payload: Mapping[str, Any],
     created_at: datetime | None = None,
+    superseded: Receipt | None = None,
+) -> Receipt:
+    """Sign ``payload`` as the next entry of ``verification``'s chain; see ``receipt_issue_held``."""
+    return receipt_issue_held(
+        verification=verification, kind=kind, payload=payload, created_at=created_at, superseded=superseded
+    )
+
+
+def receipt_issue_held(
+    *,
+    verification: Verification,
+    kind: str,
+    payload: Mapping[str, Any],
+    created_at: datetime | None = None,
+    superseded: Receipt | None = None,
 ) -> Receipt:
     """Sign ``payload`` as the next entry of ``verification``'s chain with the active key and store it.
 
     ``payload["kind"]`` is set to ``kind`` (a payload naming another kind is refused). The indexed columns
     (verdict, determination, authority, actor, supersedes_receipt_id) are copied from the payload; the envelope
-    stays the record. Raises ``SigningKeyUnavailable`` (``no-signing-key``) without a usable active key.
+    stays the record. ``superseded``: the receipt ``supersedes_receipt_id`` names when the caller has it loaded
+    already (used only if its content hash is that id; else it is looked up). Raises ``SigningKeyUnavailable``
+    (``no-signing-key``) without a usable active key.
+
+    ``receipt_issue`` runs this in an atomic block of its own (a savepoint when nested); called directly, it runs in
+    the transaction the caller holds (the run path: one round trip less), which must be open.
     """
+    if not connections[DEFAULT_DB_ALIAS].in_atomic_block:
+        raise InvariantError(Reason.MALFORMED_RECORD, "a receipt is issued inside a transaction")
     try:
         receipt_kind = ReceiptKind(kind)
     except ValueError:
@@ -192,7 +214,8 @@ def receipt_issue(
     when = created_at if created_at is not None else timezone.now()
     if timezone.is_naive(when):
         raise _refuse("created_at must be timezone-aware")
-    superseded = _superseded(body)
+    if superseded is None or superseded.content_hash != body.get("supersedes_receipt_id"):
+        superseded = _superseded(body)
     indexed = {name: _indexed_copy(body, name) for name in _INDEXED}
 
     conn = connections[DEFAULT_DB_ALIAS]  # the atomic block's connection, looked up once
