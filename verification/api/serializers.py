@@ -567,6 +567,14 @@ class SemanticJudgmentSerializer(JudgmentFieldsMixin):
     criterion = StrictCharField(max_length=128)
 
 
+class ClaimSerializer(StrictSerializer):
+    """A submitter's own assertion about evidence (SPEC §5): it binds and answers, it never decides."""
+
+    symbol = StrictCharField(max_length=128, help_text="the evidence symbol the claim is about")
+    observable = StrictCharField(max_length=200, help_text="evidence.content-digest is the one decidable observable")
+    expression = StrictCharField(max_length=MAX_TEXT, help_text='(= <symbol> "sha256:<64 lowercase hex>")')
+
+
 class ImportedResultSerializer(StrictSerializer):
     """An external verifier's result (authority ``imported`` from the token; never PASS-capable, SPEC §2)."""
 
@@ -582,14 +590,10 @@ class ImportedResultSerializer(StrictSerializer):
     authority = StrictCharField(
         required=False, allow_null=True, max_length=200, help_text="kept only as the submitter's claim; decides nothing"
     )
-
-
-class ClaimSerializer(StrictSerializer):
-    """A submitter's own assertion about evidence (SPEC §5): it binds and answers, it never decides."""
-
-    symbol = StrictCharField(max_length=128, help_text="the evidence symbol the claim is about")
-    observable = StrictCharField(max_length=200, help_text="evidence.content-digest is the one decidable observable")
-    expression = StrictCharField(max_length=MAX_TEXT, help_text='(= <symbol> "sha256:<64 lowercase hex>")')
+    claims = serializers.ListField(
+        child=ClaimSerializer(), required=False, max_length=MAX_CLAIMS,
+        help_text="the verifier's own claims about evidence (SPEC §5): classified like a submission's, never deciding",
+    )
 
 
 class ClaimResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -710,12 +714,16 @@ class ResultRequestSerializer(StrictSerializer):
     detail = StrictCharField(required=False, allow_blank=True, max_length=MAX_TEXT)
     evidence = serializers.ListField(child=SymbolField(max_length=128), required=False, max_length=MAX_EVIDENCE_ITEMS)
     authority = StrictCharField(required=False, allow_null=True, max_length=200, help_text="a claim only")
+    claims = serializers.ListField(
+        child=ClaimSerializer(), required=False, max_length=MAX_CLAIMS,
+        help_text="an imported result's own claims about evidence (SPEC §5)",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("outcome" in attrs) == ("verdict" in attrs):
             raise ValidationError("give exactly one of outcome (a semantic judgment) and verdict (an imported result)")
         judgment = {"outcome", "citations", "case_digest", "typed_predicate", "rationale"} & set(attrs)
-        imported = {"verdict", "detail", "evidence", "authority"} & set(attrs)
+        imported = {"verdict", "detail", "evidence", "authority", "claims"} & set(attrs)
         if judgment and imported:
             raise ValidationError(f"judgment fields {sorted(judgment)} and result fields {sorted(imported)} do not mix")
         return attrs

@@ -134,7 +134,7 @@ NO_CONTRACT_HASH: Final = "0" * 64
 #: UNKNOWN ``no-accepted-contract`` (the kernel answers it for every criterion when the contract is missing).
 NO_CONTRACT_CRITERION: Final = Criterion(id="contract", kind=CriterionKind.IMPORTED, description="no accepted contract")
 
-RESULT_FIELDS: Final = frozenset({"criterion", "verdict", "detail", "evidence", "authority"})
+RESULT_FIELDS: Final = frozenset({"criterion", "verdict", "detail", "evidence", "authority", "claims"})
 IMPORTED_VERDICTS: Final = frozenset({Verdict.PASS, Verdict.FAIL, Verdict.UNKNOWN, Verdict.NOT_RUN})
 
 
@@ -166,9 +166,23 @@ def _refuse_mismatch(results: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
             )
 
 
-def _claims_of(verification: Verification) -> list[Any]:
-    claims = (verification.body or {}).get("claims", [])
-    return claims if isinstance(claims, list) else []
+def _claims_of(verification: Verification, facts: _Facts | None = None) -> list[Any]:
+    """SPEC §5: the submitter's claims, then the claims inside the imported results (in the submission or delivered
+    later, in arrival order); the kernel classifies them all alike. Results are read only when the contract has an
+    imported criterion (a run without one costs no query)."""
+    listed = (verification.body or {}).get("claims", [])
+    claims = list(listed) if isinstance(listed, list) else []
+    imported = [c.id for c in facts.criteria if c.kind is CriterionKind.IMPORTED] if facts is not None else []
+    if imported:
+        bodies = (
+            ArrivedResult.objects.filter(verification=verification, criterion_id__in=imported)
+            .order_by("received_at", "id")
+            .values_list("body", flat=True)
+        )
+        for body in bodies:
+            inside = body.get("claims") if isinstance(body, Mapping) else None
+            claims.extend(inside if isinstance(inside, list) else ())
+    return claims
 
 
 def _check_imported_body(entry: Mapping[str, Any], where: str) -> None:
@@ -900,7 +914,7 @@ def _run_locked(verification: Verification, *, now: datetime) -> Receipt:
     facts = _load(verification, now=now)
     result = evaluate_run(
         criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived,
-        claims=_claims_of(verification),
+        claims=_claims_of(verification, facts),
     )
     previous = head_of(verification.supersedes) if verification.supersedes is not None else None
     payload = _payload(
@@ -1076,7 +1090,7 @@ def result_deliver(
         facts = _load(locked, now=when)
         result = evaluate_run(
             criteria=facts.criteria, ctx=facts.ctx, bound=facts.bound, arrived=facts.arrived,
-            claims=_claims_of(locked),
+            claims=_claims_of(locked, facts),
         )
         payload = _payload(
             facts,
