@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from tests.browser.conftest import Console
 from tests.portal.conftest import PASSWORD, ensure_roles
-from verification.models import ApiToken, Finding, ReviewDecision, ReviewLease, Verification
+from verification.models import ApiToken, Finding, ReviewDecision, ReviewLease, SigningKey, Verification
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -139,12 +139,20 @@ def _pages(demo: dict[str, Any]) -> dict[str, list[str]]:
     finding = Finding.objects.order_by("pk").first()
     evidence = item.bindings.first()
     reader = ["/", "/queue/", "/queue/awaiting-evidence/", f"/review/{item.pk}/", f"/review/{demo['trap'].pk}/",
-              "/history/", f"/history/subject/{item.task_id}/", "/dashboards/", "/no-such-page/"]
+              "/history/", f"/history/subject/{item.task_id}/", "/dashboards/", "/no-such-page/",
+              # refusals in web words: every bad filter named beside its field (issue 14)
+              "/history/?verdict=nope&since=1969-01-01&reason=no-such-code", "/queue/?reason=nope&age=3y"]
     admin = ["/admin/", "/admin/keys/", "/keys/", "/admin/verify-proof", "/admin/audit/", "/admin/evidence/",
              "/admin/users/", f"/admin/users/{demo['users']['reviewer'].pk}/", "/admin/users/new", "/admin/tokens/",
              "/admin/security-log/", f"/admin/verifications/{item.pk}/chain", "/admin/keys/rotate"]
+    admin += ["/findings/", "/admin/operations/", f"/admin/users/{demo['users']['reviewer'].pk}/deactivate"]
+    key = SigningKey.objects.order_by("pk").first()
+    if key is not None:
+        admin.append(f"/admin/keys/{key.key_id}/revoke")
+    if finding is not None:
+        admin.append(f"/findings/{finding.pk}/")
     if evidence is not None:
-        admin.append(f"/admin/evidence/{evidence.evidence_id}/")
+        admin += [f"/admin/evidence/{evidence.evidence_id}/", f"/admin/evidence/{evidence.evidence_id}/redact"]
     manager = [*reader[:1], "/queue/", f"/review/{item.pk}/", "/history/", "/dashboards/", "/findings/", "/admin/"]
     if finding is not None:
         manager.append(f"/findings/{finding.pk}/")
@@ -157,6 +165,13 @@ def test_every_page_of_every_role_fits_a_phone_and_the_main_pages_are_photograph
 ) -> None:
     """The 403 and 404 pages are among them (the browser reports their status on the console: not watched here)."""
     too_wide: list[tuple[str, str, int]] = []
+    signed_out = new_context(viewport=PHONE).new_page()  # the sign-in page, before any role
+    for path in ("/accounts/login/", "/keys/"):
+        signed_out.goto(f"{live_server.url}{path}")
+        if (width := signed_out.evaluate("document.documentElement.scrollWidth")) > PHONE["width"]:
+            too_wide.append(("signed out", path, width))
+    signed_out.screenshot(path=str(artifacts / "signed-out-keys-390.png"), full_page=True)
+    signed_out.context.close()
     for role, paths in _pages(demo).items():
         for viewport in (PHONE, DESKTOP):
             page = new_context(viewport=viewport).new_page()
