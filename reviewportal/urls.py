@@ -1,12 +1,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from reviewportal import views
+from reviewportal import metrics, views
 from verification.api import urls as api_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics.metrics_view, name="metrics"),  # Prometheus: a token or a network only (metrics.py)
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(template_name="login.html", redirect_authenticated_user=True),

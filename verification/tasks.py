@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from verification import metrics
 from verification.services import NotFound
 from verification.services import verifications as services
 from verification.signing import SigningKeyUnavailable
@@ -135,6 +136,7 @@ def verification_run(self: Any, verification_id: str, failure: str | None = None
             logger.warning(
                 "verification.run %s: attempt %d hit %r; retrying in %.0f s", verification_id, attempts, exc, countdown
             )
+            metrics.count_retry("verification.run")
             raise self.retry(exc=exc, countdown=countdown, max_retries=None) from exc
         logger.error("verification.run %s failed after %d attempts: %r", verification_id, attempts, exc)
         _record_failure(self, verification_id, _describe(exc))

@@ -37,6 +37,7 @@ from rest_framework.response import Response
 
 from verification.kernel.errors import KernelError, StrictJSONError
 from verification.kernel.reasons import Reason, explain
+from verification.metrics import count_refusal
 
 logger = logging.getLogger("verification.api")
 
@@ -116,6 +117,8 @@ def error_response(
     response["Cache-Control"] = NO_STORE
     for name, value in (headers or {}).items():
         response[name] = value
+    if response.status_code < 500:  # noqa: PLR2004 - a refusal, not a failure
+        count_refusal(reason.value)  # /metrics: refusals by reason code
     return response
 
 

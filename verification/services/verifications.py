@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
-from verification import storage
+from verification import metrics, storage
 from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel import actors as kactors
@@ -274,6 +275,7 @@ def _enqueue(verification_id: uuid.UUID) -> None:
 def _replayed(verification: Verification) -> Verification:
     """A replay of an Idempotency-Key: the same verification; if it has not run (and not failed), its run is
     published again (the first message may be lost: a broker restart, a publish that failed after commit)."""
+    metrics.count_submission(created=False)
     if verification.failed_at is None and _seq0(verification.pk) is None:
         transaction.on_commit(lambda: _enqueue(verification.pk))
     return verification
@@ -446,6 +448,7 @@ def verification_submit(
             raise
         return _replayed(replayed), False
     transaction.on_commit(lambda: _enqueue(verification.pk))
+    transaction.on_commit(lambda: metrics.count_submission(created=True))
     return verification, True
 
 
@@ -963,10 +966,13 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     if not counted:
         existing = _seq0(pk)
         if existing is not None:
+            metrics.observe_run(status="already-run")
             return existing
         if not Verification.objects.filter(pk=pk).exists():
             raise NotFound(f"no verification {pk}", verification_id=str(pk))
+        metrics.observe_run(status="not-owed")
         return None
+    started = time.perf_counter()
     try:
         with transaction.atomic():
             locked = (
@@ -976,11 +982,15 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
             )
             existing = _seq0(pk)
             if existing is not None:
+                metrics.observe_run(status="already-run")
                 return existing
-            return _run_locked(locked, now=when)
+            receipt = _run_locked(locked, now=when)
     except Exception as exc:
         Verification.objects.filter(pk=pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
+    # Counted once committed (reviewportal/metrics.py: the run latency histogram by verdict).
+    metrics.observe_run(status="signed", verdict=receipt.verdict or "", seconds=time.perf_counter() - started)
+    return receipt
 
 
 def verification_mark_failed(*, verification_id: str | uuid.UUID, error: str) -> bool:
@@ -1007,6 +1017,7 @@ def verification_mark_failed(*, verification_id: str | uuid.UUID, error: str) ->
                 "error": locked.last_error,
             },
         )
+    metrics.observe_run(status="failed")
     return True
 
 
