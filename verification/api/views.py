@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from verification import selectors
+from verification import run_signal, selectors
 from verification.api import serializers as s
 from verification.api.authentication import ApiCredentials
 from verification.api.errors import NO_STORE, ApiError
@@ -429,8 +429,25 @@ def location_of(verification: Verification) -> str:
 
 
 def wait_for_result(verification: Verification, wait_ms: int) -> tuple[dict[str, Any], bool]:
-    """Read the verification until it is finished or ``wait_ms`` has passed: (its view, finished?)."""
+    """Read the verification until it is finished or ``wait_ms`` has passed: (its view, finished?).
+
+    Woken by the run's announcement (``verification.run_signal``: Redis pub/sub on the broker, or PostgreSQL
+    NOTIFY), never by sleeping; only where no channel exists does it read again at growing intervals."""
     deadline = time.monotonic() + wait_ms / 1000
+    verification.refresh_from_db()
+    view = _view_of(verification)
+    if view["status"] in FINISHED or wait_ms <= 0:  # the eager run finished inside this request already
+        return view, view["status"] in FINISHED
+    with run_signal.subscription(verification.pk) as wait:
+        while wait is not None:
+            verification.refresh_from_db()  # after subscribing: a commit before it is seen here, one after wakes us
+            view = _view_of(verification)
+            if view["status"] in FINISHED:
+                return view, True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return view, False
+            wait(remaining)
     pause = POLL_FIRST_S
     while True:
         verification.refresh_from_db()  # the run wrote its row elsewhere (on commit, or in a worker)

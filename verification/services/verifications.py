@@ -53,7 +53,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
-from verification import metrics, storage
+from verification import metrics, run_signal, storage
 from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel import actors as kactors
@@ -985,6 +985,8 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
                 metrics.observe_run(status="already-run")
                 return existing
             receipt = _run_locked(locked, now=when)
+            # Wake a wait_ms submission waiting for this run, once committed (nothing to do without a broker).
+            transaction.on_commit(lambda: run_signal.announce(pk))
     except Exception as exc:
         Verification.objects.filter(pk=pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
@@ -1018,6 +1020,7 @@ def verification_mark_failed(*, verification_id: str | uuid.UUID, error: str) ->
             },
         )
     metrics.observe_run(status="failed")
+    transaction.on_commit(lambda: run_signal.announce(pk))  # failed is finished too: wake its waiters
     return True
 
 
