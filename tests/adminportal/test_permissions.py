@@ -2,7 +2,8 @@
 reviewer, a manager and an admin.
 
 Anonymous → 302 to the login page (the public key page excepted); signed in without the permission → 403; an admin
-gets the page (200), a form shown again with its errors (200), or the redirect after the action (302). A completeness
+gets the page (200), a form shown again with its errors (200), or a redirect (302: after the action, or back to the
+form's page with its errors, Post/Redirect/Get). A completeness
 check fails when an admin URL is added without a row here.
 """
 
@@ -36,7 +37,7 @@ MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("public-keys", "GET", dict.fromkeys(ROLES, 200)),
     ("home", "GET", _admin_gets(200)),
     ("keys", "GET", _admin_gets(200)),
-    ("key-pin", "POST", _admin_gets(200)),  # an empty form: the page again with its errors
+    ("key-pin", "POST", _admin_gets(302)),  # an empty form: back to the keys page with its errors (PRG)
     ("key-rotate", "GET", _admin_gets(200)),
     ("key-unpin", "GET", _admin_gets(200)),
     ("key-revoke", "GET", _admin_gets(200)),
@@ -55,7 +56,7 @@ MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("user-deactivate", "GET", _admin_gets(200)),
     ("user-reactivate", "POST", _admin_gets(302)),
     ("tokens", "GET", _admin_gets(200)),
-    ("token-create", "POST", _admin_gets(200)),  # an empty form
+    ("token-create", "POST", _admin_gets(302)),  # an empty form: back to the tokens page with its errors (PRG)
     ("token-revoke", "POST", _admin_gets(200)),  # without confirm=yes: the confirmation page
     ("actor-create", "POST", _admin_gets(200)),  # an empty form
     ("security-log", "GET", _admin_gets(200)),
