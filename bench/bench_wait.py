@@ -1,0 +1,166 @@
+"""Bounded-wait benchmark (issue 15; run by ``make bench``): how soon a ``wait_ms`` submission answers after its run
+commits, now that the waiting request is woken by the run's announcement (``verification/run_signal.py``) instead of
+reading the database at intervals.
+
+``POST /v1/verifications`` with ``wait_ms=5000`` over real HTTP to gunicorn, one request after the other, each run by
+one real Celery worker (prefork, one pool child) on Redis: for each, the answer's arrival (wall clock, this machine)
+minus the ``verification.finished`` event's ``created_at`` — the run transaction's last write, taken just before its
+commit, so the figure is an upper bound of the delay after the commit. Beside it, in alternating rounds, the same
+work done directly in this process (``verification_submit`` + ``verification_run``). Target: p50 <= 10 ms.
+
+Reuses ``bench_api.py``'s machinery (scratch database ``bench_api_<name>``, its own Celery queues deleted at the end,
+every process it starts killed at the end). PostgreSQL and Redis only; anything else is skipped with a message.
+A benchmark, not a test: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import socket
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+COUNT = int(os.environ.get("BENCH_WAIT_COUNT", "200"))
+ROUNDS = 4
+WAIT_MS = 5000
+
+
+def _bench_api() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_api", BENCH_DIR / "bench_api.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_api"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _waits(api: Any, port: int, world: Any, count: int) -> tuple[list[float], list[float], list[Any]]:
+    """``count`` wait_ms submissions: (answer minus the run's last write, request seconds, unexpected answers)."""
+    from verification.models import Event
+
+    client = api.Client(port, world.agent_raw)
+    after_commit: list[float] = []
+    request_s: list[float] = []
+    unexpected: list[Any] = []
+    try:
+        for _ in range(count):
+            _, body = world.next_subject()
+            t0 = time.perf_counter()
+            status, doc = client.request("POST", "/v1/verifications", {**body, "wait_ms": WAIT_MS})
+            answered = datetime.now(UTC)
+            request_s.append(time.perf_counter() - t0)
+            if status != 200 or not isinstance(doc, dict) or doc.get("status") != "succeeded":
+                unexpected.append((status, doc))
+                continue
+            event = Event.objects.filter(verification_id=doc["id"], kind="verification.finished").first()
+            if event is None:
+                unexpected.append(("no event", doc["id"]))
+                continue
+            after_commit.append((answered - event.created_at).total_seconds())
+    finally:
+        client.close()
+    return after_commit, request_s, unexpected
+
+
+def main() -> str | None:  # noqa: PLR0915 - one run, start to end
+    api = _bench_api()
+    skipped = api._skip_reason()
+    if skipped is not None:
+        return f"bench_wait: skipped: {skipped}"
+    broker = os.environ["CELERY_BROKER_URL"]
+    token = secrets.token_hex(6)
+    queue, direct_queue = f"bench-api-{token}", f"bench-api-direct-{token}"
+    with tempfile.TemporaryDirectory(prefix="bench-wait-") as tmp:
+        root = Path(tmp)
+        (root / f"{api.SETTINGS_MODULE}.py").write_text(api.SETTINGS_TEXT, encoding="utf-8")
+        (root / "logs").mkdir()
+        var = root / "var"
+        secret_key = secrets.token_urlsafe(50)
+        for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE", "REVIEWPORTAL_TESTING"):
+            os.environ.pop(name, None)
+        os.environ.update({"DJANGO_SETTINGS_MODULE": api.SETTINGS_MODULE, "REVIEWPORTAL_VAR_DIR": str(var),
+                           "SECRET_KEY": secret_key, "BENCH_API_QUEUE": direct_queue})
+        sys.path.insert(0, str(root))
+        import django
+
+        try:
+            django.setup()
+        finally:
+            os.environ.pop("SECRET_KEY", None)
+        processes = api.Processes(root / "logs")
+        try:
+            with api._scratch_database() as connection:
+                try:
+                    from verification.services.keys import signing_key_create
+
+                    signing_key_create()
+                    world = api._build_world()
+                    env = {k: v for k, v in os.environ.items() if k not in api._SCRUBBED}
+                    env.update({
+                        "DJANGO_SETTINGS_MODULE": api.SETTINGS_MODULE,
+                        "PYTHONPATH": os.pathsep.join([str(root), str(api.REPO_ROOT)]),
+                        "DATABASE_URL": api._database_url(connection.settings_dict),
+                        "CELERY_BROKER_URL": broker, "REVIEWPORTAL_VAR_DIR": str(var), "SECRET_KEY": secret_key,
+                        "BENCH_API_QUEUE": queue, "PYTHONUNBUFFERED": "1",
+                    })
+                    port = api._free_port()
+                    server_argv, server = api._server_argv(port)
+                    processes.start("web", server_argv, env)
+                    name = f"bench-wait-{token}@{socket.gethostname()}"
+                    processes.start("worker", [
+                        sys.executable, "-m", "celery", "-A", "reviewportal", "worker", "-Q", queue,
+                        "--pool=prefork", "--concurrency=1", "--loglevel=WARNING",
+                        "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", name,
+                    ], env)
+                    api._wait_until(lambda: api._healthy(port), api.START_SECONDS, processes)
+                    api._wait_until(lambda: api._workers_answer([name]), api.START_SECONDS, processes)
+                    _waits(api, port, world, 10)  # warm up: imports, connections, the key cache
+                    api._direct(world, 10)
+                    after: list[float] = []
+                    request: list[float] = []
+                    direct: list[float] = []
+                    unexpected: list[Any] = []
+                    for _ in range(ROUNDS):
+                        a, r, u = _waits(api, port, world, COUNT // ROUNDS)
+                        after += a
+                        request += r
+                        unexpected += u
+                        direct += api._direct(world, COUNT // ROUNDS)[1]
+                    processes.check()
+                finally:
+                    processes.stop()
+        finally:
+            api._forget_queues(broker, token)
+    if not after:
+        return f"bench_wait: no wait_ms submission answered 200: {str(unexpected[:1])[:300]}"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    ms = 1000
+    return "\n".join([
+        f"{len(after)} wait_ms={WAIT_MS} submissions over HTTP ({server}; 1 Celery worker, prefork, 1 child; Redis), "
+        f"{ROUNDS} rounds alternating with the direct run; {len(unexpected)} unexpected answers; load average {load}; "
+        f"{os.cpu_count()} CPUs",
+        f"answer after the run's last write before commit: p50 {ms * percentile(after, 0.5):.1f} ms, "
+        f"p95 {ms * percentile(after, 0.95):.1f} ms (target p50 <= 10 ms)",
+        f"whole wait_ms request: p50 {ms * percentile(request, 0.5):.1f} ms, "
+        f"p95 {ms * percentile(request, 0.95):.1f} ms; direct submit + run in process: "
+        f"p50 {ms * percentile(direct, 0.5):.1f} ms",
+        f"wait: p50 {ms * percentile(after, 0.5):.1f} ms after commit (request p50 {ms * percentile(request, 0.5):.1f} "
+        f"ms, direct run p50 {ms * percentile(direct, 0.5):.1f} ms)",
+    ])
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(BENCH_DIR.parent))
+    print(main())
