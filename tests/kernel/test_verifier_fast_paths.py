@@ -45,3 +45,36 @@ def test_bytes_round_trip_through_the_fast_path() -> None:
     proof = fresh()
     assert loads_strict(json.dumps(proof).encode("utf-8")) == proof
     assert loads_strict(json.dumps(proof, ensure_ascii=False).encode("utf-8")) == proof
+
+
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [("999999999999999", 999999999999999), ("-999999999999999", -999999999999999),
+     ("9007199254740991", 9007199254740991), ("-9007199254740991", -9007199254740991)],
+)
+def test_integers_up_to_the_safe_limit_parse(literal: str, value: int) -> None:
+    assert loads_strict(f'{{"n": {literal}}}') == {"n": value}
+
+
+@pytest.mark.parametrize("literal", ["9007199254740992", "-9007199254740992", "10000000000000000000", "1" * 5000])
+def test_integers_past_the_safe_limit_are_refused(literal: str) -> None:
+    with pytest.raises(StrictJSONError) as caught:
+        loads_strict(f"[{literal}]")
+    assert caught.value.reason is Reason.INTEGER_OUT_OF_RANGE
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "b": 2, "a": 1}', '[{"x": {"y": 1, "y": 1}}]', '{"k": 1, "k": 2}'])
+def test_repeated_keys_are_refused_at_any_depth(text: str) -> None:
+    with pytest.raises(StrictJSONError) as caught:
+        loads_strict(text)
+    assert caught.value.reason is Reason.DUPLICATE_KEY
+
+
+def test_a_bad_created_at_is_refused_every_time_it_is_met() -> None:
+    # The check of a created_at text is remembered: a refusal must be remembered as a refusal.
+    from tests.kernel.test_chain_verifier import assert_refused, resign_body
+
+    for _ in range(2):
+        proof = fresh()
+        resign_body(proof["entries"][1], lambda b: b.update(created_at="2026-02-30T00:00:00Z"))
+        assert_refused(verify(proof), Reason.MALFORMED_ENVELOPE, 2, 1)

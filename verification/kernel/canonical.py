@@ -54,12 +54,15 @@ def _preview(text: str, limit: int = 40) -> str:
 
 
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
+    obj = dict(pairs)  # built in C; a repeated key leaves fewer entries than pairs
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             raise StrictJSONError(Reason.DUPLICATE_KEY, f"key {_preview(key)!r} appears more than once")
-        obj[key] = value
-    return obj
+        seen.add(key)
+    raise StrictJSONError(Reason.DUPLICATE_KEY, "a key appears more than once")  # pragma: no cover - found above
 
 
 def _parse_constant(name: str) -> Any:
@@ -74,6 +77,8 @@ def _parse_float(literal: str) -> float:
 
 
 def _parse_int(literal: str) -> int:
+    if len(literal) < _MAX_SAFE_DIGITS:  # at most 15 digits (and a sign): always within ±(2^53−1)
+        return int(literal)
     # Count digits before converting: a 5,000-digit literal must not reach int() (and its digit limit).
     if len(literal.lstrip("-")) <= _MAX_SAFE_DIGITS:
         value = int(literal)

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -260,15 +261,25 @@ def _check_signed_body(body: object) -> dict[str, Any]:
         raise _Fail(Reason.MALFORMED_ENVELOPE, "signed prev_hash must be a string or null")
     if not isinstance(body["payload"], dict):
         raise _Fail(Reason.MALFORMED_ENVELOPE, "signed payload must be an object")
-    match = _RFC3339_UTC.match(body["created_at"])
+    refusal = _created_at_refusal(body["created_at"])
+    if refusal is not None:
+        raise _Fail(Reason.MALFORMED_ENVELOPE, refusal)
+    return body
+
+
+@lru_cache(maxsize=4096)
+def _created_at_refusal(text: str) -> str | None:
+    """Why a signed ``created_at`` is refused, or None (a pure function of the text: a chain's entries often share
+    one timestamp, and it is checked once)."""
+    match = _RFC3339_UTC.match(text)
     if match is None:
-        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed created_at is not RFC 3339 UTC with Z")
+        return "signed created_at is not RFC 3339 UTC with Z"
     try:
         year, month, day, hour, minute, second = (int(g) for g in match.groups())
         datetime(year, month, day, hour, minute, second, tzinfo=UTC)  # a real calendar date and time of day
     except ValueError:
-        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed created_at is not a real date and time") from None
-    return body
+        return "signed created_at is not a real date and time"
+    return None
 
 
 def _step2(work: _Work) -> None:
