@@ -18,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Variables a subprocess must not inherit from this test run (or from the CI pass it runs in).
 _CONFIG_VARIABLES = (
     "DATABASE_URL",
+    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "SECRET_KEY",

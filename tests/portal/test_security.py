@@ -28,6 +28,7 @@ pytestmark = pytest.mark.django_db
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _CONFIG_VARIABLES = (
     "DATABASE_URL",
+    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "SECRET_KEY",

@@ -18,6 +18,7 @@ SUBMISSION_HASH = "2" * 64
 # What a subprocess must not inherit from this run (the CI pass may set some of them).
 _CONFIG_VARIABLES = (
     "DATABASE_URL",
+    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "SECRET_KEY",

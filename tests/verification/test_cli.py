@@ -213,7 +213,7 @@ def test_json_report(exported: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_the_command_line_itself(exported: dict[str, Any]) -> None:
     """The real process: exit status and the last line of stderr, needing no database."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
     env["DJANGO_SETTINGS_MODULE"] = "reviewportal.settings_test"
     env["REVIEWPORTAL_VAR_DIR"] = str(exported["tmp"] / "var")
     env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"  # proves it never touches the database

@@ -289,6 +289,7 @@ def production_settings(tmp_path: Path, argv: list[str] | None = None, **env: st
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEWPORTAL_", "CELERY_", "DJANGO_"))}
     clean.pop("DATABASE_URL", None)
+    clean.pop("REVIEWPORTAL_MIGRATE_DATABASE_URL", None)
     clean.update(
         {
             "DJANGO_SETTINGS_MODULE": "reviewportal.settings",

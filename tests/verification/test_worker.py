@@ -3,11 +3,10 @@
 Three ``celery -A reviewportal worker --pool=prefork --concurrency=1`` processes, started here against the test
 database and the broker, take 1,000 verifications submitted through the service: every one gets exactly one seq-0
 receipt, none missing, none duplicated. Then one task is made slow (the workers are started by
-``tests/verification/slow_worker.py``, which wraps the run path's ``receipt_issue``: a seam of the tests, nothing in
-the app) and its pool child is killed with SIGKILL
-in the middle of the run, inside the transaction that would sign: the broker redelivers it (``acks_late``,
-``reject_on_worker_lost``) and the chain still has exactly one seq 0. The workers are killed at the end whatever
-happens.
+``tests/verification/slow_worker.py``, which wraps the run path's ``receipt_issue_held``: a seam of the tests,
+nothing in the app) and its pool child is killed with SIGKILL in the middle of the run, inside the transaction that
+would sign: the broker redelivers it (``acks_late``, ``reject_on_worker_lost``) and the chain still has exactly one
+seq 0. The workers are killed at the end whatever happens.
 """
 
 from __future__ import annotations
