@@ -18,9 +18,12 @@ from django.test import Client
 
 from tests.conftest import REPO_ROOT
 
+#: What a subprocess must not inherit from this run (the CI pass sets them).
+_INHERITED_NOT = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "SECRET_KEY")
+
 
 def _bootstrap(var: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "SECRET_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED_NOT}
     env.update(REVIEWPORTAL_VAR_DIR=str(var), **extra)
     return subprocess.run(
         [sys.executable, "-m", "reviewportal.bootstrap"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,

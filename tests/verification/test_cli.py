@@ -21,6 +21,9 @@ from verification.selectors import jwks_document
 # The identity point: one of the 14 small-order encodings.
 SMALL_ORDER_JWK = '{"kty":"OKP","crv":"Ed25519","x":"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}'
 
+#: What a subprocess must not inherit from this run (the CI pass sets them).
+_INHERITED_NOT = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+
 
 @pytest.fixture
 def exported(chain: tuple[Any, list[Any]], tmp_path: Path) -> dict[str, Any]:
@@ -213,7 +216,7 @@ def test_json_report(exported: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_the_command_line_itself(exported: dict[str, Any]) -> None:
     """The real process: exit status and the last line of stderr, needing no database."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED_NOT}
     env["DJANGO_SETTINGS_MODULE"] = "reviewportal.settings_test"
     env["REVIEWPORTAL_VAR_DIR"] = str(exported["tmp"] / "var")
     env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"  # proves it never touches the database

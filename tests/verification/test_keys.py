@@ -33,6 +33,9 @@ from verification.services.keys import (
 )
 from verification.signing import SigningKeyUnavailable
 
+#: What a subprocess must not inherit from this run (prefixes; the CI pass sets some).
+_INHERITED_NOT = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "REVIEWPORTAL_SIG")
+
 
 def _okp(x: str) -> str:
     return json.dumps({"kty": "OKP", "crv": "Ed25519", "x": x})
@@ -107,7 +110,7 @@ def test_concurrent_creation_from_separate_processes_gives_exactly_one_key(tmp_p
     var.mkdir()
     migrate = run_manage(["migrate", "-v", "0"], var)
     assert migrate.returncode == 0, migrate.stderr
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "REVIEWPORTAL_SIG"))}
+    env = {key: value for key, value in os.environ.items() if not key.startswith(_INHERITED_NOT)}
     env.update(
         DJANGO_SETTINGS_MODULE="reviewportal.settings_test",
         REVIEWPORTAL_VAR_DIR=str(var),
@@ -141,7 +144,7 @@ def test_the_web_process_refuses_to_start_without_a_key(tmp_path: Path) -> None:
     var = tmp_path / "var"
     var.mkdir()
     assert run_manage(["migrate", "-v", "0"], var).returncode == 0
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "REVIEWPORTAL_SIG"))}
+    env = {key: value for key, value in os.environ.items() if not key.startswith(_INHERITED_NOT)}
     env.update(REVIEWPORTAL_VAR_DIR=str(var), DATABASE_URL=f"sqlite:///{var / 'db.sqlite3'}", SECRET_KEY="x" * 50)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env.pop("REVIEWPORTAL_TESTING", None)

@@ -30,7 +30,14 @@ def _database_options(tmp_path: Path, **env: str) -> subprocess.CompletedProcess
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "DJANGO_SETTINGS_MODULE", "REVIEWPORTAL_DB_PREPARED_STATEMENTS", "SECRET_KEY"}
+        if k
+        not in {
+            "DATABASE_URL",
+            "REVIEWPORTAL_MIGRATE_DATABASE_URL",
+            "DJANGO_SETTINGS_MODULE",
+            "REVIEWPORTAL_DB_PREPARED_STATEMENTS",
+            "SECRET_KEY",
+        }
     }
     clean.update({"SECRET_KEY": "x" * 50, "REVIEWPORTAL_VAR_DIR": str(tmp_path / "var"), **env})
     code = "from django.conf import settings as s; print(sorted(s.DATABASES['default'].get('OPTIONS', {}).items()))"
