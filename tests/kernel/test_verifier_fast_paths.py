@@ -78,3 +78,12 @@ def test_a_bad_created_at_is_refused_every_time_it_is_met() -> None:
         proof = fresh()
         resign_body(proof["entries"][1], lambda b: b.update(created_at="2026-02-30T00:00:00Z"))
         assert_refused(verify(proof), Reason.MALFORMED_ENVELOPE, 2, 1)
+
+
+@pytest.mark.parametrize(("name", "value"), [("key_id", "k\u00e9\ud800"), ("prev_hash", "\udc00"), ("algo", "\ud83d")])
+def test_a_lone_surrogate_in_a_side_channel_field_is_malformed_proof(name: str, value: str) -> None:
+    from tests.kernel.test_chain_verifier import assert_refused
+
+    proof = fresh()
+    proof["entries"][1][name] = value
+    assert_refused(verify(proof), Reason.MALFORMED_PROOF, 0, 1)

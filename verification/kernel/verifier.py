@@ -228,13 +228,14 @@ def _check_entry_shape(work: _Work) -> None:
     for name in ("key_id", "algo", "format", "content_hash", "signature", "envelope"):
         if not isinstance(raw[name], str):
             raise _Fail(Reason.MALFORMED_PROOF, f"{name} must be a string, got {_type_name(raw[name])}")
-        if name != "envelope":
+        if name != "envelope" and not raw[name].isascii():  # an ASCII string holds no surrogate
             _utf8(raw[name], name)
     prev = raw["prev_hash"]
     if prev is not None:
         if not isinstance(prev, str):
             raise _Fail(Reason.MALFORMED_PROOF, f"prev_hash must be a string or null, got {_type_name(prev)}")
-        _utf8(prev, "prev_hash")
+        if not prev.isascii():
+            _utf8(prev, "prev_hash")
     signature = decode_signature(raw["signature"])
     if signature is None:
         raise _Fail(Reason.MALFORMED_PROOF, "signature is not standard base64")
