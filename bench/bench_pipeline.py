@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.bench_receipts import _postgres_skip_reason, _setup_django  # one way to reach the scratch database
+
 COUNT = int(os.environ.get("BENCH_PIPELINE_COUNT", "400"))
 ROUNDS = 8
 TASKS = 16
@@ -38,28 +40,6 @@ BARE_TABLES = {
     "receipt": "verification_receipt",
     "event": "verification_event",
 }
-
-
-def _setup_django(var: Path) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewportal.settings_test")
-    os.environ["REVIEWPORTAL_VAR_DIR"] = str(var)
-    for name in ("REVIEWPORTAL_SIGNING_KEY", "REVIEWPORTAL_SIGNING_KEY_FILE", "REVIEWPORTAL_CHECKPOINT_LOG"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
-
-
-def _postgres_skip_reason(url: str) -> str | None:
-    if not url.split("://", 1)[0].lower().startswith(("postgres", "pgsql")):
-        return "needs PostgreSQL (set DATABASE_URL=postgres://user@host:5432/name)"
-    try:
-        import psycopg
-
-        psycopg.connect(url.replace("pgsql://", "postgres://", 1), dbname="postgres", connect_timeout=3).close()
-    except Exception as exc:  # noqa: BLE001 - any failure means: no usable database server here
-        return f"needs PostgreSQL: the server at DATABASE_URL does not answer ({type(exc).__name__})"
-    return None
 
 
 # --- the direct side --------------------------------------------------------------------------------------------------
