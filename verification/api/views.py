@@ -438,8 +438,9 @@ def wait_for_result(verification: Verification, wait_ms: int) -> tuple[dict[str,
     view = _view_of(verification)
     if view["status"] in FINISHED or wait_ms <= 0:  # the eager run finished inside this request already
         return view, view["status"] in FINISHED
+    pause = POLL_FIRST_S
     with run_signal.subscription(verification.pk) as wait:
-        while wait is not None:
+        while True:
             verification.refresh_from_db()  # after subscribing: a commit before it is seen here, one after wakes us
             view = _view_of(verification)
             if view["status"] in FINISHED:
@@ -447,18 +448,11 @@ def wait_for_result(verification: Verification, wait_ms: int) -> tuple[dict[str,
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return view, False
-            wait(remaining)
-    pause = POLL_FIRST_S
-    while True:
-        verification.refresh_from_db()  # the run wrote its row elsewhere (on commit, or in a worker)
-        view = _view_of(verification)
-        if view["status"] in FINISHED:
-            return view, True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return view, False
-        time.sleep(min(pause, remaining))
-        pause = min(pause * 2, POLL_MAX_S)
+            if wait is not None:
+                wait(remaining)
+            else:  # no channel: read again at growing intervals
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, POLL_MAX_S)
 
 
 def bounded_response(verification: Verification, *, wait_ms: int, created: bool) -> Response:
