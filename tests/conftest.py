@@ -25,6 +25,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 SERVICE_MARKERS = ("postgres", "broker", "browser")
 
+#: The variables that name a database: a subprocess that sets its own DATABASE_URL must inherit neither (a SQLite
+#: URL beside an inherited owner URL is a configuration error, and a PostgreSQL one would reach this run's database).
+DATABASE_VARIABLES = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL")
+
 
 def vectors_root() -> Path:
     """Where the public test vectors live: ``../shared/vectors`` beside the clone (or $REVIEWPORTAL_VECTORS)."""

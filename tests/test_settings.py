@@ -12,13 +12,13 @@ import pytest
 
 from reviewportal import bootstrap
 from reviewportal.config import ConfigurationError, database_from_url, env_bool, env_list, read_secret_key, var_dir
+from tests.conftest import DATABASE_VARIABLES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Variables a subprocess must not inherit from this test run (or from the CI pass it runs in).
 _CONFIG_VARIABLES = (
-    "DATABASE_URL",
-    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
+    *DATABASE_VARIABLES,
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "SECRET_KEY",

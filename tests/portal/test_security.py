@@ -21,14 +21,14 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 from django.utils import timezone
 
+from tests.conftest import DATABASE_VARIABLES
 from tests.portal.conftest import PASSWORD, Queue
 
 pytestmark = pytest.mark.django_db
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _CONFIG_VARIABLES = (
-    "DATABASE_URL",
-    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
+    *DATABASE_VARIABLES,
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "SECRET_KEY",

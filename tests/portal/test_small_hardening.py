@@ -16,10 +16,10 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import DATABASE_VARIABLES, REPO_ROOT
 
 #: What a subprocess must not inherit from this run (the CI pass sets them).
-_INHERITED_NOT = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "SECRET_KEY")
+_INHERITED_NOT = (*DATABASE_VARIABLES, "SECRET_KEY")
 
 
 def _bootstrap(var: Path, **extra: str) -> subprocess.CompletedProcess[str]:

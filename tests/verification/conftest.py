@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import DATABASE_VARIABLES
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUBRIC_HASH = "1" * 64
 SUBMISSION_HASH = "2" * 64
 
 # What a subprocess must not inherit from this run (the CI pass may set some of them).
 _CONFIG_VARIABLES = (
-    "DATABASE_URL",
-    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
+    *DATABASE_VARIABLES,
     "CELERY_BROKER_URL",
     "CELERY_RESULT_BACKEND",
     "SECRET_KEY",

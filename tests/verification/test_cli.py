@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.conftest import DATABASE_VARIABLES
 from tests.verification.conftest import REPO_ROOT
 from verification.kernel.keys import PrivateKey
 from verification.selectors import jwks_document
@@ -22,7 +23,7 @@ from verification.selectors import jwks_document
 SMALL_ORDER_JWK = '{"kty":"OKP","crv":"Ed25519","x":"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}'
 
 #: What a subprocess must not inherit from this run (the CI pass sets them).
-_INHERITED_NOT = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+_INHERITED_NOT = (*DATABASE_VARIABLES, "DJANGO_SETTINGS_MODULE")
 
 
 @pytest.fixture

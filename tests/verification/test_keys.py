@@ -15,6 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.conftest import DATABASE_VARIABLES
 from tests.verification.conftest import REPO_ROOT, run_manage
 from verification import signing
 from verification.kernel.errors import KeyRefused
@@ -34,7 +35,7 @@ from verification.services.keys import (
 from verification.signing import SigningKeyUnavailable
 
 #: What a subprocess must not inherit from this run (prefixes; the CI pass sets some).
-_INHERITED_NOT = ("DATABASE_URL", "REVIEWPORTAL_MIGRATE_DATABASE_URL", "REVIEWPORTAL_SIG")
+_INHERITED_NOT = (*DATABASE_VARIABLES, "REVIEWPORTAL_SIG")
 
 
 def _okp(x: str) -> str:

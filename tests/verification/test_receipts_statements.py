@@ -17,6 +17,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from tests.conftest import DATABASE_VARIABLES
 from verification.models import Receipt
 from verification.services import receipts
 from verification.services.receipts import receipt_issue
@@ -32,8 +33,7 @@ def _database_options(tmp_path: Path, **env: str) -> subprocess.CompletedProcess
         for k, v in os.environ.items()
         if k
         not in {
-            "DATABASE_URL",
-            "REVIEWPORTAL_MIGRATE_DATABASE_URL",
+            *DATABASE_VARIABLES,
             "DJANGO_SETTINGS_MODULE",
             "REVIEWPORTAL_DB_PREPARED_STATEMENTS",
             "SECRET_KEY",

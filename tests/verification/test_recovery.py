@@ -33,6 +33,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from tests.api.conftest import assert_error
+from tests.conftest import DATABASE_VARIABLES
 from tests.portal.conftest import admin_user, make_user, manager  # noqa: F401 - fixtures by name
 from tests.verification.service_world import NOTES, World, digest_entry, inline
 from verification import tasks
@@ -288,8 +289,8 @@ def production_settings(tmp_path: Path, argv: list[str] | None = None, **env: st
         " 'connect_timeout': s.DATABASES['default']['OPTIONS'].get('connect_timeout')}))\n"
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("REVIEWPORTAL_", "CELERY_", "DJANGO_"))}
-    clean.pop("DATABASE_URL", None)
-    clean.pop("REVIEWPORTAL_MIGRATE_DATABASE_URL", None)
+    for name in DATABASE_VARIABLES:
+        clean.pop(name, None)
     clean.update(
         {
             "DJANGO_SETTINGS_MODULE": "reviewportal.settings",

@@ -26,6 +26,7 @@ import pytest
 from django.db import connection
 from django.db.models import Count
 
+from tests.conftest import DATABASE_VARIABLES
 from tests.verification.service_world import NOTES, World, digest_entry
 from tests.verification.slow_worker import SLOW_DIR_ENV, SLOW_SECONDS_ENV
 from verification.models import Receipt, Verification
@@ -42,8 +43,7 @@ SLOW_RUN_SECONDS = 5
 WORKER_START_SECONDS = 60
 # What the workers must not inherit from this process.
 _SCRUBBED = (
-    "DATABASE_URL",
-    "REVIEWPORTAL_MIGRATE_DATABASE_URL",
+    *DATABASE_VARIABLES,
     "REVIEWPORTAL_VAR_DIR",
     "REVIEWPORTAL_SIGNING_KEY",
     "REVIEWPORTAL_SIGNING_KEY_FILE",
