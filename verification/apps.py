@@ -13,3 +13,9 @@ class VerificationConfig(AppConfig):
         from verification import db_roles
 
         db_roles.connect_signals()
+        # The composition root: the domain takes submissions through the API's serializers (the one validation
+        # layer) without importing the API (STYLE.md: api -> domain).
+        from verification import submissions
+        from verification.api.serializers import submission_from_body
+
+        submissions.use_parser(submission_from_body)

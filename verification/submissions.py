@@ -7,6 +7,10 @@ submission's wire shape is checked: unknown fields, types, symbols, canonical ba
 MISMATCH refusal, ownership). In-process callers (the demo, tests, benchmarks) pass a body through the same
 serializers with ``submission_of``.
 
+The arrow points one way (STYLE.md: api -> domain): this module never imports the API. The parser that turns a body
+into a ``Submission`` is the API's, handed to the domain by the app's composition root (``VerificationConfig.ready``
+calls ``use_parser``); without one, ``submission_of`` refuses a body rather than accept it unchecked.
+
 ``submission_hash`` (SPEC §7) = sha256 hex of the RFC 8785 bytes of the body as sent without ``wait_ms``, where each
 inline ``content_base64`` is replaced by ``sha256:<hex>`` of its decoded bytes.
 """
@@ -18,7 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import sha256_digest
@@ -87,11 +91,27 @@ def build(
     )
 
 
+class Parser(Protocol):
+    """Validates a body as sent and builds its ``Submission`` (or raises ``ServiceError`` with the API's code)."""
+
+    def __call__(self, body: Any, *, more_evidence: bool = False) -> Submission: ...
+
+
+_parser: Parser | None = None
+
+
+def use_parser(parser: Parser) -> None:
+    """Install the one validation layer (the API's serializers) for in-process callers."""
+    global _parser  # noqa: PLW0603 - set once, at app start (VerificationConfig.ready)
+    _parser = parser
+
+
 def submission_of(body: Mapping[str, Any] | Submission, *, more_evidence: bool = False) -> Submission:
-    """``body`` through the API's serializers (the one validation layer) for in-process callers; a ``Submission``
-    passes as it is. A refusal is a ``ServiceError`` with the code and status the API would answer."""
+    """``body`` through the installed parser (the API's serializers, the one validation layer) for in-process
+    callers; a ``Submission`` passes as it is. A refusal is a ``ServiceError`` with the code and status the API would
+    answer. No parser installed: ``RuntimeError`` (a body is never taken unchecked)."""
     if isinstance(body, Submission):
         return body
-    from verification.api.serializers import submission_from_body  # the one layer; the API imports this module
-
-    return submission_from_body(body, more_evidence=more_evidence)
+    if _parser is None:
+        raise RuntimeError("no submission parser installed (VerificationConfig.ready installs the API's)")
+    return _parser(body, more_evidence=more_evidence)

@@ -683,8 +683,9 @@ _IN_PROCESS_TASK: Final = "in-process"
 
 
 def submission_from_body(body: Any, *, more_evidence: bool = False) -> Submission:
-    """``body`` validated by the API's serializers, as a ``Submission`` (``verification.submissions.submission_of``);
-    a refusal is a ``ServiceError`` with the code and status the API answers."""
+    """``body`` validated by the API's serializers, as a ``Submission``: the parser ``VerificationConfig.ready``
+    installs for ``verification.submissions.submission_of``; a refusal is a ``ServiceError`` with the code and
+    status the API answers."""
     if more_evidence:
         serializer: StrictSerializer = MoreEvidenceRequestSerializer(data=body)
     else:
