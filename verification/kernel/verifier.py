@@ -176,7 +176,7 @@ class VerificationReport:
 # --- per-entry working state --------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Work:
     index: int
     raw: Any
@@ -214,12 +214,15 @@ def _utf8(value: str, name: str) -> bytes:
 # step 0 -----------------------------------------------------------------------------------------------------
 
 
+_ENTRY_FIELD_SET: Final = frozenset(ENTRY_FIELDS)
+
+
 def _check_entry_shape(work: _Work) -> None:
     raw = work.raw
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a parsed proof holds dicts: skip the ABC check
         raise _Fail(Reason.MALFORMED_PROOF, f"the entry is a {_type_name(raw)}, not an object")
-    missing = [name for name in ENTRY_FIELDS if name not in raw]
-    if missing:
+    if not raw.keys() >= _ENTRY_FIELD_SET:
+        missing = [name for name in ENTRY_FIELDS if name not in raw]
         raise _Fail(Reason.MALFORMED_PROOF, f"missing field(s) {', '.join(missing)}")
     seq = raw["seq"]
     if not _is_int(seq) or seq < 0:
@@ -322,9 +325,7 @@ def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[_Work], None]:
         else:
             entry = keys.get(key_id)
             # A trust store entry filed under another key's id is treated as absent: fail closed.
-            trusted = checked[key_id] = (
-                entry if isinstance(entry, TrustedKey) and entry.key.key_id == key_id else None
-            )
+            trusted = checked[key_id] = entry if isinstance(entry, TrustedKey) and entry.key.key_id == key_id else None
         if trusted is None:
             raise _Fail(Reason.UNKNOWN_KEY, f"key {key_id!r} is not pinned for proof signing")
         if trusted.revoked:
@@ -333,6 +334,29 @@ def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[_Work], None]:
             raise _Fail(Reason.SIGNATURE_FAILURE, f"the Ed25519 signature does not verify under {key_id!r}")
 
     return step5
+
+
+def _document3(proof: Mapping[str, Any]) -> None:
+    """Step 3's whole-proof check: the document's own constants are proof/2's."""
+    for name, expected in (("format", FORMAT), ("signing_domain", SIGNING_DOMAIN), ("jwks_uri", JWKS_URI)):
+        if proof[name] != expected:
+            raise _Fail(Reason.UNSUPPORTED_FORMAT, f"the proof's {name} is not that of {FORMAT}")
+
+
+def _make_step6(works: Sequence[_Work]) -> Callable[[_Work], None]:
+    # ``works`` is sorted by seq and contiguous from 0 (step 1), so the previous entry is ``works[seq - 1]``.
+    def step6(work: _Work) -> None:
+        expected = None if work.seq == 0 else works[work.seq - 1].content_hash
+        if work.body["prev_hash"] != expected:
+            raise _Fail(Reason.BROKEN_CHAIN, "prev_hash is not the previous entry's content hash")
+
+    return step6
+
+
+def _document8(proof: Mapping[str, Any], verification_id: str) -> None:
+    """Step 8's whole-proof check: the document names the expected verification."""
+    if proof["verification_id"] != verification_id:
+        raise _Fail(Reason.SUBJECT_MISMATCH, "the proof's verification_id is not the expected one")
 
 
 def _make_step8(verification_id: object, submission_hash: object) -> Callable[[_Work], None]:
@@ -399,10 +423,7 @@ class _Run:
                 if decider is None or rank < decider[0]:
                     decider = (rank, res)
             else:
-                cached = work.passed
-                if cached is None or cached.seq != work.seq:  # step 0 learns the seq
-                    cached = work.passed = EntryResult(seq=work.seq, ok=True, index=work.index)
-                res = cached
+                res = self._passed(work)
             results.append(res)
         if decider is None:
             try:
@@ -417,6 +438,18 @@ class _Run:
         self.record(_failed(number, tuple(results), first.reason, first.seq, first.detail))
         return False
 
+    def all_passed(self, number: int, works: Sequence[_Work]) -> None:
+        """Record step ``number`` as passed by every entry (its check was made by the caller)."""
+        results = tuple(self._passed(work) for work in works)
+        self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, results))
+
+    @staticmethod
+    def _passed(work: _Work) -> EntryResult:
+        cached = work.passed
+        if cached is None or cached.seq != work.seq:  # step 0 learns the seq
+            cached = work.passed = EntryResult(seq=work.seq, ok=True, index=work.index)
+        return cached
+
     def record(self, result: StepResult) -> None:
         self.steps.append(result)
         if result.status is StepStatus.FAILED and self.failed is None:
@@ -424,7 +457,7 @@ class _Run:
 
 
 def _get_str(raw: Any, name: str) -> str | None:
-    value = raw.get(name) if isinstance(raw, Mapping) else None
+    value = raw.get(name) if type(raw) is dict or isinstance(raw, Mapping) else None  # dict: skip the ABC check
     return value if isinstance(value, str) else None
 
 
@@ -435,15 +468,16 @@ def _report(run: _Run, works: Sequence[_Work], computed_head: str | None) -> Ver
     )
     failed = run.failed
     all_ran = len(STEP_NAMES) - 1 in ran  # the last per-entry step (8) ran: every entry met every check
+    unfailed = StepStatus.PASSED if all_ran else StepStatus.NOT_RUN
     views = tuple(
-        EntryView(
-            seq=w.seq if w.seq >= 0 else None,
-            index=w.index,
-            content_hash=_get_str(w.raw, "content_hash"),
-            key_id=_get_str(w.raw, "key_id"),
-            status=StepStatus.FAILED if w.failure else StepStatus.PASSED if all_ran else StepStatus.NOT_RUN,
-            reason=w.failure,
-            body=MappingProxyType(w.body) if w.body else None,
+        EntryView(  # seq, index, content_hash, key_id, status, reason, body
+            w.seq if w.seq >= 0 else None,
+            w.index,
+            _get_str(w.raw, "content_hash"),
+            _get_str(w.raw, "key_id"),
+            StepStatus.FAILED if w.failure else unfailed,
+            w.failure,
+            MappingProxyType(w.body) if w.body else None,
         )
         for w in works
     )
@@ -514,7 +548,7 @@ def _verify(
         first = next(r for r in results if not r.ok)
         run.record(_failed(1, results, Reason.NON_CONTIGUOUS_SEQ, first.seq, first.detail))
         return _report(run, works, None)
-    run.per_entry(1, works, lambda w: None)
+    run.all_passed(1, works)
 
     # Step 2 (seed 5): sha256 over each exact envelope byte string; the envelope is strict JSON with every field.
     if not run.per_entry(2, works, _step2):
@@ -522,12 +556,7 @@ def _verify(
     computed_head = works[-1].content_hash
 
     # Step 3 (seed 6): signed format acretix-verify/proof/2 and signed algo ed25519; the document says proof/2 too.
-    def document3() -> None:
-        for name, expected in (("format", FORMAT), ("signing_domain", SIGNING_DOMAIN), ("jwks_uri", JWKS_URI)):
-            if proof[name] != expected:
-                raise _Fail(Reason.UNSUPPORTED_FORMAT, f"the proof's {name} is not that of {FORMAT}")
-
-    if not run.per_entry(3, works, _step3, document=document3):
+    if not run.per_entry(3, works, _step3, document=lambda: _document3(proof)):
         return _report(run, works, computed_head)
 
     # Step 4 (seed 7): bind side-channel key_id, algo, format, seq and prev_hash to the signed body.
@@ -539,12 +568,7 @@ def _verify(
         return _report(run, works, computed_head)
 
     # Step 6 (seed 9): chain continuity; every prev_hash is the previous recomputed content hash (null at seq 0).
-    def step6(work: _Work) -> None:
-        expected = None if work.seq == 0 else works[work.seq - 1].content_hash
-        if work.body["prev_hash"] != expected:
-            raise _Fail(Reason.BROKEN_CHAIN, "prev_hash is not the previous entry's content hash")
-
-    if not run.per_entry(6, works, step6):
+    if not run.per_entry(6, works, _make_step6(works)):
         return _report(run, works, computed_head)
 
     # Step 7 (seed 10): the final recomputed content hash is the trusted, server-served head. The proof's own
@@ -560,11 +584,8 @@ def _verify(
     run.whole(7, None, entry=last)
 
     # Step 8 (seed 3, 11): reject a valid but unrelated proof: the signed subject is the expected request.
-    def document8() -> None:
-        if proof["verification_id"] != expected_verification_id:
-            raise _Fail(Reason.SUBJECT_MISMATCH, "the proof's verification_id is not the expected one")
-
-    run.per_entry(8, works, _make_step8(expected_verification_id, expected_submission_hash), document=document8)
+    step8 = _make_step8(expected_verification_id, expected_submission_hash)
+    run.per_entry(8, works, step8, document=lambda: _document8(proof, expected_verification_id))
     return _report(run, works, computed_head)
 
 
