@@ -10,18 +10,44 @@ Every rule about who did the work reads this selector and nothing else: the rail
 (``services.tasks.contract_accept``: a worker never accepts its own contract) and the claim rule
 (``services.tasks.claim_record``: the acceptor never becomes a worker). The kernel gets the plain records
 (``workers``, ``links``, ``claims``, ``acceptor_id``); the Django rows are kept for the callers that need them.
+
+``rails_certainly_refuse`` is the same definition as SQL, for a query that must pass over many items at once (the
+reviewer's "Next item", issue 15): built from the same row sources, and compared with the rails over ``cycle_workers``
+by a property test (tests/reviews/test_claim_filter.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Trim
+from django.db.models.lookups import Exact
 
 from verification.kernel import actors as kactors
 from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.rails import Link as KernelLink
-from verification.models import Actor, Claim, ContractAcceptance, Link, Task, Verification
+from verification.models import Actor, ApiToken, Claim, ContractAcceptance, Link, Task, TaskCycle, Verification
 from verification.selectors import contract_of
-from verification.services.actors import boundaries_for, kernel_actor
+from verification.services.actors import PORTAL_ACTOR_NAME, PORTAL_BOUNDARY, boundaries_for, kernel_actor
+
+
+def _claims_of(task: Any, cycle: Any) -> QuerySet[Claim]:
+    """The claims that make their actors claimants of ``task``'s ``cycle`` (values or outer references)."""
+    return Claim.objects.filter(task=task, cycle=cycle)
+
+
+def _submissions_of(task: Any, cycle: Any) -> QuerySet[Verification]:
+    """The verifications that make their submitters workers of ``task``'s ``cycle`` (values or outer references)."""
+    return Verification.objects.filter(task=task, cycle=cycle, submitted_by__isnull=False)
+
+
+def _links_of(task: Any) -> QuerySet[Link]:
+    """The links anchoring ``task``'s work, in every cycle, superseded ones included (rail 2)."""
+    return Link.objects.filter(task=task)
 
 
 @dataclass(frozen=True)
@@ -40,8 +66,12 @@ class CycleWorkers:
     workers: tuple[kactors.Actor, ...]
     #: Every link anchoring the task's work, superseded ones included, oldest first.
     links: tuple[KernelLink, ...]
-    #: The cycle's contract (one per cycle), or None while none is accepted.
-    contract: ContractAcceptance | None
+
+    @cached_property
+    def contract(self) -> ContractAcceptance | None:
+        """The cycle's contract (one per cycle), or None while none is accepted; read on first use (the rails of a
+        decision never need it)."""
+        return contract_of(self.task, self.cycle)
 
     @property
     def actors(self) -> tuple[Actor, ...]:
@@ -81,14 +111,10 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
     # Every claim of the task in one query: this cycle's claimants and the kernel's records of all cycles.
     all_claims = list(Claim.objects.filter(task=task).select_related("actor").order_by("claimed_at", "id"))
     for claim in all_claims:
-        if claim.cycle == cycle:
+        if claim.cycle == cycle:  # _claims_of(task, cycle), read from the one query
             claimants.setdefault(claim.actor.pk, claim.actor)
     submitters: dict[int, Actor] = {}
-    rows = (
-        Verification.objects.filter(task=task, cycle=cycle, submitted_by__isnull=False)
-        .select_related("submitted_by")
-        .order_by("submitted_at", "id")
-    )
+    rows = _submissions_of(task, cycle).select_related("submitted_by").order_by("submitted_at", "id")
     for verification in rows:
         submitter = verification.submitted_by
         if submitter is not None and submitter.pk not in claimants:
@@ -96,7 +122,7 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
     actors = (*claimants.values(), *submitters.values())
     links = tuple(
         KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
-        for row in Link.objects.filter(task=task).select_related("committing_actor").order_by("created_at", "id")
+        for row in _links_of(task).select_related("committing_actor").order_by("created_at", "id")
     )
     boundaries = boundaries_for(actors)
     return CycleWorkers(
@@ -107,8 +133,69 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
         submitters=tuple(submitters.values()),
         workers=tuple(kernel_actor(a, boundaries[a.pk]) for a in actors),
         links=links,
-        contract=contract_of(task, cycle),
     )
 
 
-__all__ = ["CycleWorkers", "cycle_workers"]
+# --- the same rules as SQL, for choosing among many items at once ----------------------------------------------------
+
+
+def _blank(column: str) -> Q:
+    """``column`` holds only spaces (names and boundaries are never empty; the kernel's ``strip`` also drops other
+    whitespace, such rare values are left to the exact check)."""
+    return Q(Exact(Trim(column), Value("")))
+
+
+def _unnamed(actor: str | None = None) -> Q:
+    """The actor (this row, or the one in foreign key ``actor``) has no stable name: none at all, or a blank one."""
+    if actor is None:
+        return _blank("name")
+    return Q(**{f"{actor}__isnull": True}) | _blank(f"{actor}__name")
+
+
+def _some_worker(task: Any, cycle: Any, condition: Callable[[str], Q]) -> Q:
+    """Some worker of ``task``'s ``cycle`` (SPEC §1: a claimant or a submitter, from the sources ``cycle_workers``
+    reads) meets ``condition``, given the path from the source's row to the worker actor."""
+    sources = ((_claims_of(task, cycle), "actor"), (_submissions_of(task, cycle), "submitted_by"))
+    return Q(*(Exists(rows.filter(condition(actor))) for rows, actor in sources), _connector=Q.OR)
+
+
+def rails_certainly_refuse(verifier: Any) -> Q:
+    """A condition on ``Verification`` rows: the decision rails (``services.reviews._rail_refusal``, i.e.
+    ``check_approval_cycle`` and ``check_verifier`` over ``cycle_workers``) certainly refuse the actor whose pk is
+    ``verifier`` on that verification. Built from the same sources as ``cycle_workers`` (``_claims_of``,
+    ``_submissions_of``, ``_links_of``, the tokens' boundaries and the portal's own), so that one query can pass over
+    every item an actor may not decide instead of running the rails item by item (tests/reviews/test_claim_filter.py
+    compares the two over generated cases).
+
+    It only ever answers for a refusal, never "may decide": the caller still runs the rails on the item it picks.
+    Each condition is a refusal of the rails:
+
+    - no subject (no task or no cycle), or the approval's cycle is older than the task's latest (``stale-cycle``);
+    - the verifier is unnamed, or a worker of the cycle or a link's committer is unnamed (``unnamed-actor``);
+    - the verifier is a worker of the cycle (``worker-self-verification``) or committed a link of the task,
+      superseded or not (``verifier-authored-work``);
+    - the verifier shares a boundary with a worker (``shared-execution-boundary``): a token's, or the portal's.
+    """
+    task, cycle = OuterRef("task"), OuterRef("cycle")
+    # The verifier's own facts do not depend on the row: the database answers them once per query.
+    verifier_unnamed = Exists(Actor.objects.filter(Q(pk=verifier) & _unnamed()))
+    verifier_boundaries = ApiToken.objects.filter(actor=verifier).exclude(_blank("boundary")).values("boundary")
+    verifier_is_portal = Exists(Actor.objects.filter(pk=verifier, name=PORTAL_ACTOR_NAME))
+    verifier_in_portal = verifier_is_portal | Exists(ApiToken.objects.filter(actor=verifier, boundary=PORTAL_BOUNDARY))
+    return (
+        Q(task__isnull=True)
+        | Q(cycle__isnull=True)
+        | Exists(TaskCycle.objects.filter(task=task, number__gt=cycle))
+        | verifier_unnamed
+        | _some_worker(task, cycle, lambda actor: Q(**{actor: verifier}) | _unnamed(actor))
+        | Exists(_links_of(task).filter(Q(committing_actor=verifier) | _unnamed("committing_actor")))
+        | _some_worker(task, cycle, lambda actor: Q(**{f"{actor}__tokens__boundary__in": verifier_boundaries}))
+        | (verifier_in_portal & _some_worker(task, cycle, lambda actor: Q(**{f"{actor}__name": PORTAL_ACTOR_NAME})))
+        | (
+            verifier_is_portal
+            & _some_worker(task, cycle, lambda actor: Q(**{f"{actor}__tokens__boundary": PORTAL_BOUNDARY}))
+        )
+    )
+
+
+__all__ = ["CycleWorkers", "cycle_workers", "rails_certainly_refuse"]

@@ -36,7 +36,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from verification import storage
-from verification.cycle_workers import cycle_workers
+from verification.cycle_workers import cycle_workers, rails_certainly_refuse
 from verification.errors import ServiceError
 from verification.kernel.contracts import subject_key
 from verification.kernel.decision import DecisionOutcome, decide
@@ -56,6 +56,7 @@ from verification.models import (
     ReviewAction,
     ReviewDecision,
     ReviewLease,
+    Task,
     Verification,
     VerificationEvidence,
 )
@@ -155,67 +156,87 @@ def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
         return cursor.rowcount == 1
 
 
+#: The claim query compiled once: its text, its parameters, and the slots among them that take ``now`` ("now") or the
+#: verifier's pk ("verifier"), as (position, what).
+_ClaimSQL = tuple[str, tuple[Any, ...], tuple[tuple[int, str], ...]]
+#: A candidate as the claim query returns it: the verification's pk, its task's pk and its cycle.
+_Candidate = tuple[Any, Any, Any]
+
 #: The claim query's SQL per (connection alias, vendor): compiled once from ``claimable`` (so it is exactly the queue's
-#: membership and order), then run with ``now`` put in its parameters; see ``_claim_sql``.
-_CLAIM_SQL: dict[tuple[str, str], tuple[str, tuple[Any, ...], tuple[int, ...]] | None] = {}
+#: membership and order) and ``rails_certainly_refuse``, then run with ``now`` and the verifier put in its
+#: parameters; see ``_claim_sql``.
+_CLAIM_SQL: dict[tuple[str, str], _ClaimSQL | None] = {}
 _PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
+_VERIFIER_PROBES: Final = (-190_102, -190_203)  # actor pks no row has
 
 
-def _claim_queryset(now: datetime, exclude: frozenset[Any] = frozenset()) -> Any:
-    candidates = claimable(now=now)
+def _claim_queryset(now: datetime, verifier: Any, exclude: frozenset[Any] = frozenset()) -> Any:
+    """The first claimable item at ``now`` that the rails do not certainly bar the actor ``verifier`` (a pk) from
+    deciding (``cycle_workers.rails_certainly_refuse``: one query passes over them all, issue 15), as a candidate."""
+    candidates = claimable(now=now).filter(~rails_certainly_refuse(verifier))
     if exclude:
         candidates = candidates.exclude(pk__in=sorted(exclude, key=str))
     if connection.features.has_select_for_update_skip_locked:
         # PostgreSQL: lock the candidate row, skipping rows other claimers (or a decision) hold right now.
         candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-    return candidates.values_list("pk", flat=True)[:1]
+    return candidates.values_list("pk", "task_id", "cycle")[:1]
 
 
-def _claim_sql() -> tuple[str, tuple[Any, ...], tuple[int, ...]] | None:
-    """The first claimable item's query as SQL text, its parameters, and which of them are ``now``.
+def _claim_sql() -> _ClaimSQL | None:
+    """The first claimable item's query as SQL text, its parameters, and which of them are ``now`` and the verifier.
 
-    ``claimable`` uses ``now`` only as a plain parameter (never in the SQL text), so the text is compiled once per
-    connection and vendor: compiled at two probe instants, the parameters that differ are exactly ``now``'s, and each
-    must be the vendor's own form of its probe (else None is cached and the caller compiles the queryset each time).
-    Compiled in a transaction of its own (Django compiles ``select_for_update`` only inside one); it runs no query."""
+    ``now`` and the verifier are only plain parameters (never in the SQL text), so the text is compiled once per
+    connection and vendor: compiled at two probe instants with two probe verifiers, the parameters that differ are
+    exactly theirs, and each must be the vendor's own form of its probe (else None is cached and the caller compiles
+    the queryset each time). Compiled in a transaction of its own (Django compiles ``select_for_update`` only inside
+    one); it runs no query."""
     key = (connection.alias, connection.vendor)
     if key in _CLAIM_SQL:
         return _CLAIM_SQL[key]
     with transaction.atomic():
-        compiled = [_claim_queryset(p).query.get_compiler(using=connection.alias).as_sql() for p in _PROBES]
+        compiled = [
+            _claim_queryset(p, v).query.get_compiler(using=connection.alias).as_sql()
+            for p, v in zip(_PROBES, _VERIFIER_PROBES, strict=True)
+        ]
     (sql, first), (sql2, second) = compiled
-    positions = tuple(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
     adapt = connection.ops.adapt_datetimefield_value
-    if (
-        sql != sql2
-        or not positions
-        or any(first[i] != adapt(_PROBES[0]) or second[i] != adapt(_PROBES[1]) for i in positions)
-    ):
+    differ = [i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b]
+    probes = {(adapt(_PROBES[0]), adapt(_PROBES[1])): "now", _VERIFIER_PROBES: "verifier"}
+    slots = tuple((i, probes.get((first[i], second[i]), "")) for i in differ)
+    if sql != sql2 or {what for _, what in slots} != {"now", "verifier"}:
         _CLAIM_SQL[key] = None
     else:
-        _CLAIM_SQL[key] = (sql, tuple(first), positions)
+        _CLAIM_SQL[key] = (sql, tuple(first), slots)
     return _CLAIM_SQL[key]
 
 
-def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: datetime) -> list[Any]:
+def _claim_params(compiled: _ClaimSQL, now: datetime, verifier: Any) -> list[Any]:
+    _, params, slots = compiled
     values = list(params)
-    stamp = connection.ops.adapt_datetimefield_value(now)
-    for i in positions:
-        values[i] = stamp
+    given = {"now": connection.ops.adapt_datetimefield_value(now), "verifier": verifier}
+    for i, what in slots:
+        values[i] = given[what]
     return values
 
 
-def _first_claimable(now: datetime, exclude: frozenset[Any] = frozenset()) -> Any:
-    """The pk of the first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None; never
-    one in ``exclude`` (items this reviewer skipped or is barred from: compiled each time, not cached)."""
+def _candidate(row: Sequence[Any]) -> _Candidate:
+    """A candidate from the claim query's row, in Python's types (the cursor of the compiled query gives raw ones)."""
+    field = Verification._meta.get_field
+    return field("id").to_python(row[0]), field("task").to_python(row[1]), field("cycle").to_python(row[2])
+
+
+def _first_claimable(now: datetime, verifier: Any, exclude: frozenset[Any] = frozenset()) -> _Candidate | None:
+    """The first claimable queue item at ``now`` the rails do not certainly bar ``verifier`` from (locked with SKIP
+    LOCKED on PostgreSQL), or None; never one in ``exclude`` (items this reviewer skipped or the exact rails barred:
+    compiled each time, not cached)."""
     compiled = None if exclude else _claim_sql()
     if compiled is None:
-        return _claim_queryset(now, exclude).first()
-    sql, params, positions = compiled
+        found = _claim_queryset(now, verifier, exclude).first()
+        return None if found is None else _candidate(found)
     with connection.cursor() as cursor:
-        cursor.execute(sql, _claim_params(params, positions, now))
+        cursor.execute(compiled[0], _claim_params(compiled, now, verifier))
         row = cursor.fetchone()
-    return None if row is None else Verification._meta.pk.to_python(row[0])
+    return None if row is None else _candidate(row)
 
 
 class _Barred(Exception):
@@ -226,16 +247,33 @@ class _Barred(Exception):
         self.pk = pk
 
 
-def _claim_in_steps(
-    user: Any, now: datetime, exclude: frozenset[Any], barred: Any
-) -> tuple[Any, bool]:
+class _BarredCheck:
+    """The exact rails (``_rail_refusal``) for ``user``'s actor on the one candidate about to be leased. The claim
+    query already passed over what ``rails_certainly_refuse`` bars, so this refuses only what that condition leaves
+    to it; the outcome is the rails' either way."""
+
+    def __init__(self, user: Any) -> None:
+        self.actor = actor_for_user(user)
+        self.verifier_pk = self.actor.pk
+
+    def __call__(self, candidate: _Candidate) -> bool:
+        pk, task_pk, cycle = candidate
+        # The claim query returned the subject; no second read of the row. The rails read the task by its pk only.
+        verification = Verification(pk=pk, task_id=task_pk, cycle=cycle)
+        if task_pk is not None:
+            verification.task = Task(pk=task_pk)
+        return _rail_refusal(verification, self.actor) is not None
+
+
+def _claim_in_steps(user: Any, now: datetime, exclude: frozenset[Any], barred: _BarredCheck) -> tuple[Any, bool]:
     """One attempt, statement by statement in one transaction: (the candidate or None, whether this claim took it).
     The rails run on the candidate (locked) before the lease is written; a barred one raises ``_Barred``."""
     with transaction.atomic():
-        pk = _first_claimable(now, exclude)
-        if pk is None:
+        candidate = _first_claimable(now, barred.verifier_pk, exclude)
+        if candidate is None:
             return None, False
-        if barred(pk):
+        pk = candidate[0]
+        if barred(candidate):
             raise _Barred(pk)
         if not _take_lease(pk, user, now):
             return pk, False
@@ -245,15 +283,16 @@ def _claim_in_steps(
 
 
 def _claim_in_one_statement(
-    user: Any, now: datetime, compiled: tuple[str, tuple[Any, ...], tuple[int, ...]]
+    user: Any, now: datetime, compiled: _ClaimSQL, barred: _BarredCheck | None = None
 ) -> tuple[Any, bool]:
     """One attempt as one statement (PostgreSQL's data-modifying ``WITH``): pick the candidate with SKIP LOCKED, upsert
-    its lease, append the security-log entry for the lease taken; (the candidate or None, whether it was taken).
+    its lease, append the security-log entry for the lease taken; (the candidate's pk or None, whether it was taken).
 
-    A statement is atomic on its own, so no transaction block is opened around it: one round trip per attempt. The
-    upsert's row count is still the arbiter (a lease another claimer committed after this statement's snapshot makes
-    the upsert change nothing, so ``taken`` is empty and no entry is written)."""
-    pick_sql, pick_params, positions = compiled
+    A statement is atomic on its own: one round trip per attempt. The upsert's row count is still the arbiter (a lease
+    another claimer committed after this statement's snapshot makes the upsert change nothing, so ``taken`` is empty
+    and no entry is written). With ``barred`` (the caller's transaction around this), the pick passes over what the
+    rails certainly bar its actor from, and the exact rails then run on a candidate taken, with the subject the
+    statement returned: a barred one raises ``_Barred`` (the caller's rollback undoes the lease and the entry)."""
     field = ReviewLease._meta.get_field
     log_sql, log_params = security_log.security_log_insert_sql(
         kind="claim", user=user, source="taken", target_column="verification_id", at=now
@@ -261,15 +300,18 @@ def _claim_in_one_statement(
     quote = connection.ops.quote_name
     holder = f"CAST(%s AS {field('holder').cast_db_type(connection)})"
     stamp = f"CAST(%s AS {field('claimed_at').cast_db_type(connection)})"
-    upsert = _lease_upsert(f"SELECT pick.id, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
+    upsert = _lease_upsert(f"SELECT pick.pk, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
+    subject = quote(Verification._meta.db_table)
     sql = (
-        f"WITH pick (id) AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
+        # The pick's first column is the verification's pk ("pk": Django's alias); its subject is read beside it.
+        f"WITH pick AS ({compiled[0]}), "  # noqa: S608 - compiled SQL and names, no values
         f"taken AS ({upsert} RETURNING {quote('verification_id')}), "
         f"logged AS ({log_sql}) "
-        "SELECT pick.id, EXISTS (SELECT 1 FROM taken) FROM pick"
+        f"SELECT pick.pk, v.{quote('task_id')}, v.{quote('cycle')}, EXISTS (SELECT 1 FROM taken) "
+        f"FROM pick JOIN {subject} v ON v.{quote('id')} = pick.pk"
     )
     params = [
-        *_claim_params(pick_params, positions, now),
+        *_claim_params(compiled, now, None if barred is None else barred.verifier_pk),
         *_lease_values(user, now),
         *log_params,
     ]
@@ -278,10 +320,13 @@ def _claim_in_one_statement(
         row = cursor.fetchone()
     if row is None:
         return None, False
-    return Verification._meta.pk.to_python(row[0]), bool(row[1])
+    candidate, taken = _candidate(row), bool(row[3])
+    if taken and barred is not None and barred(candidate):
+        raise _Barred(candidate[0])
+    return candidate[0], taken
 
 
-def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any], barred: Any) -> tuple[Any, bool]:
+def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any], barred: _BarredCheck) -> tuple[Any, bool]:
     """One attempt at the first claimable item not in ``exclude``: in one statement where the database writes in
     ``WITH`` (PostgreSQL) and the claim query compiled once, else statement by statement in a transaction. Either way
     the rails run for ``user`` before a lease is committed: in the steps before the lease is written; after the one
@@ -291,10 +336,7 @@ def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any], barred: An
         compiled = _claim_sql()
         if compiled is not None:
             with transaction.atomic():
-                pk, taken = _claim_in_one_statement(user, now, compiled)
-                if pk is not None and taken and barred(pk):
-                    raise _Barred(pk)
-                return pk, taken
+                return _claim_in_one_statement(user, now, compiled, barred)
     return _claim_in_steps(user, now, exclude, barred)
 
 
@@ -310,16 +352,6 @@ def review_bar(*, user: Any, verification: Verification) -> KernelError | None:
     if verification.task_id is None or verification.cycle is None:
         return None  # not a queue item: nothing to decide, nothing to bar
     return _rail_refusal(verification, actor_for_user(user))
-
-
-def _barred_check(user: Any) -> Any:
-    actor = actor_for_user(user)
-
-    def barred(pk: Any) -> bool:
-        candidate = Verification.objects.select_related("task").filter(pk=pk).first()
-        return candidate is not None and _rail_refusal(candidate, actor) is not None
-
-    return barred
 
 
 def review_claim_next_id(*, user: Any, now: datetime | None = None, skip: Sequence[Any] = ()) -> Any:
@@ -338,7 +370,7 @@ def review_claim_next_id(*, user: Any, now: datetime | None = None, skip: Sequen
     _require_reviewer(user)
     when = _now(now)
     exclude = frozenset(Verification._meta.pk.to_python(pk) for pk in skip)
-    barred = _barred_check(user)
+    barred = _BarredCheck(user)
     for _ in range(CLAIM_ATTEMPTS):
         try:
             pk, taken = _claim_attempt(user, when, exclude, barred)
