@@ -26,38 +26,37 @@ failing step: every entry of that step is still reported, and the later steps ar
 step can never change the result, and running it over bytes already known to be bad would only add noise).
 
 Each entry costs one SHA-256, one strict parse and one Ed25519 verification; nothing is quadratic.
-Verification covers the bytes received: the envelope is hashed as it came, never re-serialized, so fields this
+The checks of each step are in ``proof_steps.py``; this module holds the caller's inputs, the report and the
+driver. Verification covers the bytes received: the envelope is hashed as it came, never re-serialized, so fields this
 verifier does not recognize stay inside the signed bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
-from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final
 
 from verification.kernel.canonical import loads_strict
-from verification.kernel.chain import (
-    ALGO,
-    ENTRY_FIELDS,
-    FORMAT,
-    JWKS_URI,
-    PROOF_FIELDS,
-    SIGNING_DOMAIN,
-    decode_signature,
-    signing_message,
-)
+from verification.kernel.chain import PROOF_FIELDS, signing_message
 from verification.kernel.errors import InvariantError, ProofVerificationError, StrictJSONError
 from verification.kernel.keys import PublicKey
+from verification.kernel.proof_steps import (
+    StepFailed,
+    Work,
+    document3_format,
+    document8_subject,
+    step0_entry_shape,
+    step2_content,
+    step3_format,
+    step4_side_channel,
+    step6_chain_check,
+    step8_subject_check,
+    type_name,
+)
 from verification.kernel.reasons import Reason
-
-_RFC3339_UTC: Final = re.compile(r"\A(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?Z\Z")
 
 STEP_NAMES: Final[tuple[str, ...]] = (
     "well-formed",
@@ -173,152 +172,12 @@ class VerificationReport:
         )
 
 
-# --- per-entry working state --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Work:
-    index: int
-    raw: Any
-    seq: int = -1
-    envelope_bytes: bytes = b""
-    signature: bytes = b""
-    content_hash: str = ""  # recomputed (step 2)
-    body: dict[str, Any] = field(default_factory=dict)
-    failure: Reason | None = None
-    passed: EntryResult | None = None  # its last "ok" result: immutable, so every step that passes reuses it
-
-
-class _Fail(Exception):
-    def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _utf8(value: str, name: str) -> bytes:
-    try:
-        return value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _Fail(Reason.MALFORMED_PROOF, f"{name} holds a lone surrogate") from None
-
-
-# step 0 -----------------------------------------------------------------------------------------------------
-
-
-_ENTRY_FIELD_SET: Final = frozenset(ENTRY_FIELDS)
-
-
-def _check_entry_shape(work: _Work) -> None:
-    raw = work.raw
-    if type(raw) is not dict and not isinstance(raw, Mapping):  # a parsed proof holds dicts: skip the ABC check
-        raise _Fail(Reason.MALFORMED_PROOF, f"the entry is a {_type_name(raw)}, not an object")
-    if not raw.keys() >= _ENTRY_FIELD_SET:
-        missing = [name for name in ENTRY_FIELDS if name not in raw]
-        raise _Fail(Reason.MALFORMED_PROOF, f"missing field(s) {', '.join(missing)}")
-    seq = raw["seq"]
-    if not _is_int(seq) or seq < 0:
-        raise _Fail(Reason.MALFORMED_PROOF, f"seq must be a non-negative integer, got {_type_name(seq)}")
-    work.seq = seq
-    for name in ("key_id", "algo", "format", "content_hash", "signature", "envelope"):
-        if not isinstance(raw[name], str):
-            raise _Fail(Reason.MALFORMED_PROOF, f"{name} must be a string, got {_type_name(raw[name])}")
-        if name != "envelope" and not raw[name].isascii():  # an ASCII string holds no surrogate
-            _utf8(raw[name], name)
-    prev = raw["prev_hash"]
-    if prev is not None:
-        if not isinstance(prev, str):
-            raise _Fail(Reason.MALFORMED_PROOF, f"prev_hash must be a string or null, got {_type_name(prev)}")
-        if not prev.isascii():
-            _utf8(prev, "prev_hash")
-    signature = decode_signature(raw["signature"])
-    if signature is None:
-        raise _Fail(Reason.MALFORMED_PROOF, "signature is not standard base64")
-    work.signature = signature
-    work.envelope_bytes = _utf8(raw["envelope"], "envelope")
-
-
-# step 2 -----------------------------------------------------------------------------------------------------
-
-
-def _check_signed_body(body: object) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise _Fail(Reason.MALFORMED_ENVELOPE, f"the envelope is a JSON {_type_name(body)}, not an object")
-    strings = ("format", "algo", "key_id", "verification_id", "rubric_hash", "submission_hash", "created_at")
-    for name in (*strings, "seq", "prev_hash", "payload"):
-        if name not in body:
-            raise _Fail(Reason.MALFORMED_ENVELOPE, f"the signed body has no {name}")
-    for name in strings:
-        if not isinstance(body[name], str):
-            raise _Fail(Reason.MALFORMED_ENVELOPE, f"signed {name} must be a string, got {_type_name(body[name])}")
-    if not _is_int(body["seq"]) or body["seq"] < 0:
-        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed seq must be a non-negative integer")
-    if body["prev_hash"] is not None and not isinstance(body["prev_hash"], str):
-        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed prev_hash must be a string or null")
-    if not isinstance(body["payload"], dict):
-        raise _Fail(Reason.MALFORMED_ENVELOPE, "signed payload must be an object")
-    refusal = _created_at_refusal(body["created_at"])
-    if refusal is not None:
-        raise _Fail(Reason.MALFORMED_ENVELOPE, refusal)
-    return body
-
-
-@lru_cache(maxsize=4096)
-def _created_at_refusal(text: str) -> str | None:
-    """Why a signed ``created_at`` is refused, or None (a pure function of the text: a chain's entries often share
-    one timestamp, and it is checked once)."""
-    match = _RFC3339_UTC.match(text)
-    if match is None:
-        return "signed created_at is not RFC 3339 UTC with Z"
-    try:
-        year, month, day, hour, minute, second = (int(g) for g in match.groups())
-        datetime(year, month, day, hour, minute, second, tzinfo=UTC)  # a real calendar date and time of day
-    except ValueError:
-        return "signed created_at is not a real date and time"
-    return None
-
-
-def _step2(work: _Work) -> None:
-    work.content_hash = hashlib.sha256(work.envelope_bytes).hexdigest()
-    if work.content_hash != work.raw["content_hash"]:
-        raise _Fail(Reason.CONTENT_HASH_MISMATCH, "content_hash is not the sha256 of the envelope bytes")
-    try:
-        parsed = loads_strict(work.envelope_bytes)
-    except StrictJSONError as exc:
-        raise _Fail(Reason.MALFORMED_ENVELOPE, f"the envelope is not strict JSON ({exc.reason.value})") from None
-    work.body = _check_signed_body(parsed)
-
-
-# steps 3-5, 8 -------------------------------------------------------------------------------------------------
-
-
-def _step3(work: _Work) -> None:
-    if work.body["format"] != FORMAT:
-        raise _Fail(Reason.UNSUPPORTED_FORMAT, f"signed format {work.body['format']!r} is not {FORMAT}")
-    if work.body["algo"] != ALGO:
-        raise _Fail(Reason.UNSUPPORTED_ALGO, f"signed algo {work.body['algo']!r} is not {ALGO}")
-
-
-def _step4(work: _Work) -> None:
-    for name in ("key_id", "algo", "format", "seq", "prev_hash"):  # types already checked in steps 0 and 2
-        if work.raw[name] != work.body[name]:
-            raise _Fail(Reason.ENVELOPE_MISMATCH, f"side-channel {name} differs from the signed body")
-
-
-def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[_Work], None]:
+def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[Work], None]:
     # The trust store's entries that are filed under their own key's id, looked up once per key id (a key id is a
     # sha256 of the key: computing it again for each of 10,000 entries was a tenth of the non-crypto work).
     checked: dict[str, TrustedKey | None] = {}
 
-    def step5(work: _Work) -> None:
+    def step5(work: Work) -> None:
         key_id = work.body["key_id"]
         if key_id in checked:
             trusted = checked[key_id]
@@ -327,46 +186,13 @@ def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[_Work], None]:
             # A trust store entry filed under another key's id is treated as absent: fail closed.
             trusted = checked[key_id] = entry if isinstance(entry, TrustedKey) and entry.key.key_id == key_id else None
         if trusted is None:
-            raise _Fail(Reason.UNKNOWN_KEY, f"key {key_id!r} is not pinned for proof signing")
+            raise StepFailed(Reason.UNKNOWN_KEY, f"key {key_id!r} is not pinned for proof signing")
         if trusted.revoked:
-            raise _Fail(Reason.REVOKED_KEY, f"key {key_id!r} has been revoked")
+            raise StepFailed(Reason.REVOKED_KEY, f"key {key_id!r} has been revoked")
         if not trusted.key.verify(work.signature, signing_message(work.content_hash)):
-            raise _Fail(Reason.SIGNATURE_FAILURE, f"the Ed25519 signature does not verify under {key_id!r}")
+            raise StepFailed(Reason.SIGNATURE_FAILURE, f"the Ed25519 signature does not verify under {key_id!r}")
 
     return step5
-
-
-def _document3(proof: Mapping[str, Any]) -> None:
-    """Step 3's whole-proof check: the document's own constants are proof/2's."""
-    for name, expected in (("format", FORMAT), ("signing_domain", SIGNING_DOMAIN), ("jwks_uri", JWKS_URI)):
-        if proof[name] != expected:
-            raise _Fail(Reason.UNSUPPORTED_FORMAT, f"the proof's {name} is not that of {FORMAT}")
-
-
-def _make_step6(works: Sequence[_Work]) -> Callable[[_Work], None]:
-    # ``works`` is sorted by seq and contiguous from 0 (step 1), so the previous entry is ``works[seq - 1]``.
-    def step6(work: _Work) -> None:
-        expected = None if work.seq == 0 else works[work.seq - 1].content_hash
-        if work.body["prev_hash"] != expected:
-            raise _Fail(Reason.BROKEN_CHAIN, "prev_hash is not the previous entry's content hash")
-
-    return step6
-
-
-def _document8(proof: Mapping[str, Any], verification_id: str) -> None:
-    """Step 8's whole-proof check: the document names the expected verification."""
-    if proof["verification_id"] != verification_id:
-        raise _Fail(Reason.SUBJECT_MISMATCH, "the proof's verification_id is not the expected one")
-
-
-def _make_step8(verification_id: object, submission_hash: object) -> Callable[[_Work], None]:
-    def step8(work: _Work) -> None:
-        if work.body["verification_id"] != verification_id:
-            raise _Fail(Reason.SUBJECT_MISMATCH, "signed verification_id is not the expected one")
-        if work.body["submission_hash"] != submission_hash:
-            raise _Fail(Reason.SUBJECT_MISMATCH, "signed submission_hash is not the expected one")
-
-    return step8
 
 
 # --- the driver ---------------------------------------------------------------------------------------------
@@ -382,8 +208,9 @@ class _Run:
     def __init__(self) -> None:
         self.steps: list[StepResult] = []
         self.failed: StepResult | None = None
+        self.passes: dict[int, EntryResult] = {}  # an entry's "ok" result (by index): every passing step reuses it
 
-    def whole(self, number: int, reason: Reason | None, detail: str = "", entry: _Work | None = None) -> bool:
+    def whole(self, number: int, reason: Reason | None, detail: str = "", entry: Work | None = None) -> bool:
         """Record a whole-proof check (about ``entry`` when one entry is concerned); True when it passed."""
         status = StepStatus.PASSED if reason is None else StepStatus.FAILED
         seq = None if entry is None else entry.seq
@@ -399,8 +226,8 @@ class _Run:
     def per_entry(
         self,
         number: int,
-        works: Sequence[_Work],
-        check: Callable[[_Work], None],
+        works: Sequence[Work],
+        check: Callable[[Work], None],
         *,
         by_index: bool = False,
         document: Callable[[], None] | None = None,
@@ -415,7 +242,7 @@ class _Run:
         for work in works:
             try:
                 check(work)
-            except _Fail as fail:
+            except StepFailed as fail:
                 seq = work.seq if work.seq >= 0 else None  # after the check: step 0 learns the seq
                 res = EntryResult(seq=seq, ok=False, reason=fail.reason, index=work.index, detail=fail.detail)
                 work.failure = work.failure or fail.reason
@@ -429,7 +256,7 @@ class _Run:
             try:
                 if document is not None:
                     document()
-            except _Fail as fail:
+            except StepFailed as fail:
                 self.record(_failed(number, tuple(results), fail.reason, None, fail.detail))
                 return False
             self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, tuple(results)))
@@ -438,16 +265,15 @@ class _Run:
         self.record(_failed(number, tuple(results), first.reason, first.seq, first.detail))
         return False
 
-    def all_passed(self, number: int, works: Sequence[_Work]) -> None:
+    def all_passed(self, number: int, works: Sequence[Work]) -> None:
         """Record step ``number`` as passed by every entry (its check was made by the caller)."""
         results = tuple(self._passed(work) for work in works)
         self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, results))
 
-    @staticmethod
-    def _passed(work: _Work) -> EntryResult:
-        cached = work.passed
+    def _passed(self, work: Work) -> EntryResult:
+        cached = self.passes.get(work.index)
         if cached is None or cached.seq != work.seq:  # step 0 learns the seq
-            cached = work.passed = EntryResult(seq=work.seq, ok=True, index=work.index)
+            cached = self.passes[work.index] = EntryResult(seq=work.seq, ok=True, index=work.index)
         return cached
 
     def record(self, result: StepResult) -> None:
@@ -461,7 +287,7 @@ def _get_str(raw: Any, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _report(run: _Run, works: Sequence[_Work], computed_head: str | None) -> VerificationReport:
+def _report(run: _Run, works: Sequence[Work], computed_head: str | None) -> VerificationReport:
     ran = {s.number for s in run.steps}
     steps = tuple(run.steps) + tuple(
         StepResult(n, STEP_NAMES[n], StepStatus.NOT_RUN) for n in range(len(STEP_NAMES)) if n not in ran
@@ -498,7 +324,7 @@ def _verify(
     parse_error: StrictJSONError | None = None,
 ) -> VerificationReport:
     run = _Run()
-    works: list[_Work] = []
+    works: list[Work] = []
 
     # Step 0 (seed 2): the trusted head comes from the caller; without one nothing can be anchored.
     if not isinstance(trusted_head, str) or not trusted_head:
@@ -509,7 +335,7 @@ def _verify(
         run.whole(0, Reason.MALFORMED_PROOF, f"the proof is not strict JSON ({parse_error.reason.value})")
         return _report(run, works, None)
     if not isinstance(proof, Mapping):
-        run.whole(0, Reason.MALFORMED_PROOF, f"the proof is a {_type_name(proof)}, not an object")
+        run.whole(0, Reason.MALFORMED_PROOF, f"the proof is a {type_name(proof)}, not an object")
         return _report(run, works, None)
     raw_entries = proof.get("entries")
     if not isinstance(raw_entries, list):
@@ -525,8 +351,8 @@ def _verify(
         run.whole(0, Reason.EMPTY_PROOF, "the proof has no entries")
         return _report(run, works, None)
     # ... each of which has every field with the right type and a strict base64 signature.
-    works = [_Work(index=i, raw=raw) for i, raw in enumerate(raw_entries)]
-    if not run.per_entry(0, works, _check_entry_shape, by_index=True):
+    works = [Work(index=i, raw=raw) for i, raw in enumerate(raw_entries)]
+    if not run.per_entry(0, works, step0_entry_shape, by_index=True):
         return _report(run, works, None)
 
     # Step 1 (seed 4): sort by seq; contiguous from 0. Array order is irrelevant.
@@ -551,16 +377,16 @@ def _verify(
     run.all_passed(1, works)
 
     # Step 2 (seed 5): sha256 over each exact envelope byte string; the envelope is strict JSON with every field.
-    if not run.per_entry(2, works, _step2):
+    if not run.per_entry(2, works, step2_content):
         return _report(run, works, None)
     computed_head = works[-1].content_hash
 
     # Step 3 (seed 6): signed format acretix-verify/proof/2 and signed algo ed25519; the document says proof/2 too.
-    if not run.per_entry(3, works, _step3, document=lambda: _document3(proof)):
+    if not run.per_entry(3, works, step3_format, document=lambda: document3_format(proof)):
         return _report(run, works, computed_head)
 
     # Step 4 (seed 7): bind side-channel key_id, algo, format, seq and prev_hash to the signed body.
-    if not run.per_entry(4, works, _step4):
+    if not run.per_entry(4, works, step4_side_channel):
         return _report(run, works, computed_head)
 
     # Step 5 (seed 1, 8): the key is pinned by the caller and not revoked; Ed25519 over domain + recomputed hash.
@@ -568,7 +394,7 @@ def _verify(
         return _report(run, works, computed_head)
 
     # Step 6 (seed 9): chain continuity; every prev_hash is the previous recomputed content hash (null at seq 0).
-    if not run.per_entry(6, works, _make_step6(works)):
+    if not run.per_entry(6, works, step6_chain_check(works)):
         return _report(run, works, computed_head)
 
     # Step 7 (seed 10): the final recomputed content hash is the trusted, server-served head. The proof's own
@@ -584,8 +410,8 @@ def _verify(
     run.whole(7, None, entry=last)
 
     # Step 8 (seed 3, 11): reject a valid but unrelated proof: the signed subject is the expected request.
-    step8 = _make_step8(expected_verification_id, expected_submission_hash)
-    run.per_entry(8, works, step8, document=lambda: _document8(proof, expected_verification_id))
+    step8 = step8_subject_check(expected_verification_id, expected_submission_hash)
+    run.per_entry(8, works, step8, document=lambda: document8_subject(proof, expected_verification_id))
     return _report(run, works, computed_head)
 
 
