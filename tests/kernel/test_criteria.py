@@ -17,21 +17,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verification.kernel import criteria as criteria_module
-from verification.kernel.criteria import (
+from verification.kernel.baselines import (
     MIN_SECRET_BYTES,
     Baseline,
+    baseline_token_valid,
+    capture_baseline,
+    is_authoritative,
+    mint_baseline_token,
+)
+from verification.kernel.criteria import (
     Criterion,
     CriterionKind,
     RegisteredRubric,
     Witness,
     apply_integrity,
-    baseline_token_valid,
-    capture_baseline,
     evaluate_digest,
     evaluate_unchanged,
-    is_authoritative,
     manifest_check,
-    mint_baseline_token,
     register_rubric,
     rubric_hash,
     to_unknown,

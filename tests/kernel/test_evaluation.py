@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verification.kernel.actors import Actor, ActorKind
+from verification.kernel.baselines import Baseline, capture_baseline
 from verification.kernel.canonical import canonicalize, loads_strict
 from verification.kernel.contracts import Claim, subject_key
-from verification.kernel.criteria import Baseline, RegisteredRubric, capture_baseline, register_rubric
+from verification.kernel.criteria import RegisteredRubric, register_rubric
 from verification.kernel.determination import (
     MISMATCH_PREFIX,
     NEEDS_REVIEW_PREFIX,

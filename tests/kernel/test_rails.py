@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verification.kernel.actors import Actor, ActorKind
+from verification.kernel.baselines import Baseline, capture_baseline
 from verification.kernel.contracts import Claim, first_claim_at
-from verification.kernel.criteria import Baseline, capture_baseline, evaluate_unchanged, register_rubric
+from verification.kernel.criteria import evaluate_unchanged, register_rubric
 from verification.kernel.digests import sha256_digest
 from verification.kernel.errors import DecisionRefused, InvariantError, RubricError
 from verification.kernel.rails import (

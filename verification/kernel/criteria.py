@@ -1,32 +1,29 @@
-"""Criteria, rubric registration, deterministic evaluation and the oracle seam (SPEC §1, §2, §5, §9 rails 4–6).
+"""Criteria, rubric registration and deterministic evaluation (SPEC §1, §2, §5, §9 rails 4-6).
 
 - A rubric is registered once and referenced by ``rubric_hash``; registration refuses what cannot fail, proving
   each ``digest`` obligation falsifiable by a witness that must FAIL (SPEC §5, rail 6).
 - ``evaluate_digest`` and ``evaluate_unchanged`` are the portal's deterministic checks. ``evaluate_unchanged`` is
   the oracle seam, the only place in the kernel that creates checks with ``Origin.ORACLE_SEAM`` and therefore the
-  only author of MISMATCH (SPEC §2).
-- A baseline counts only when authoritative: reported by a collector that is neither the producer nor in its
-  boundary, captured before the cycle's first claim, and carrying a capture token minted under the server
-  secret (SPEC §1, rail 5). Anything else is treated as absent: ``missing-baseline``.
+  only author of MISMATCH (SPEC §2). It compares against a baseline; what makes one count is ``baselines.py``.
+- Integrity, policy and change manifests turn checks UNKNOWN, never FAIL.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
 from verification.kernel import limits
-from verification.kernel.actors import normalize_actor_id
+from verification.kernel.baselines import Baseline, is_authoritative
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import is_digest, sha256_digest
-from verification.kernel.errors import ExpressionError, InvariantError, KernelError, RubricError
-from verification.kernel.evidence import EvidencePolicy, is_aware, parse_trust_tier
+from verification.kernel.errors import ExpressionError, KernelError, RubricError
+from verification.kernel.evidence import EvidencePolicy, parse_trust_tier
 from verification.kernel.expressions import (
     OBSERVABLE_CONTENT_DIGEST,
     OBSERVABLE_PRESENT,
@@ -179,17 +176,36 @@ def evaluate_digest(criterion_id: str, expected: str, content: bytes | None, *, 
     """
     ids = (evidence_id,)
     if not is_digest(expected):
-        return Check(criterion_id, Authority.DETERMINISTIC, Verdict.UNKNOWN, Reason.MALFORMED_EXPRESSION,
-                     evidence_ids=ids, detail="the expected value is not a sha256 digest")
+        return Check(
+            criterion_id,
+            Authority.DETERMINISTIC,
+            Verdict.UNKNOWN,
+            Reason.MALFORMED_EXPRESSION,
+            evidence_ids=ids,
+            detail="the expected value is not a sha256 digest",
+        )
     if content is None:
-        return Check(criterion_id, Authority.DETERMINISTIC, Verdict.UNKNOWN, Reason.EVIDENCE_INACCESSIBLE,
-                     evidence_ids=ids)
+        return Check(
+            criterion_id, Authority.DETERMINISTIC, Verdict.UNKNOWN, Reason.EVIDENCE_INACCESSIBLE, evidence_ids=ids
+        )
     recomputed = sha256_digest(content)
     if recomputed == expected:
-        return Check(criterion_id, Authority.DETERMINISTIC, Verdict.PASS, Reason.DIGEST_MATCH,
-                     evidence_ids=ids, detail=recomputed)
-    return Check(criterion_id, Authority.DETERMINISTIC, Verdict.FAIL, Reason.DIGEST_DIFFERS,
-                 evidence_ids=ids, detail=f"expected {expected}, recomputed {recomputed}")
+        return Check(
+            criterion_id,
+            Authority.DETERMINISTIC,
+            Verdict.PASS,
+            Reason.DIGEST_MATCH,
+            evidence_ids=ids,
+            detail=recomputed,
+        )
+    return Check(
+        criterion_id,
+        Authority.DETERMINISTIC,
+        Verdict.FAIL,
+        Reason.DIGEST_DIFFERS,
+        evidence_ids=ids,
+        detail=f"expected {expected}, recomputed {recomputed}",
+    )
 
 
 # --- rubric registration: refuse what cannot fail (SPEC §5, rail 6) -------------------------------------------------
@@ -199,8 +215,19 @@ MAX_CRITERIA: Final = 256
 
 _RUBRIC_KEYS: Final = frozenset({"name", "description", "criteria"})
 _CRITERION_KEYS: Final = frozenset(
-    {"id", "kind", "hard", "weight", "observable", "expression", "symbol", "policy", "deadline_seconds",
-     "on_expiry", "description"}
+    {
+        "id",
+        "kind",
+        "hard",
+        "weight",
+        "observable",
+        "expression",
+        "symbol",
+        "policy",
+        "deadline_seconds",
+        "on_expiry",
+        "description",
+    }
 )
 _POLICY_KEYS: Final = frozenset({"min_trust_tier", "max_age_seconds"})
 
@@ -399,203 +426,7 @@ def register_rubric(doc: Mapping[str, Any]) -> RegisteredRubric:
     )
 
 
-# --- baselines and the oracle seam (SPEC §1, §2, rail 5) -----------------------------------------------------------
-
-MIN_SECRET_BYTES: Final = 32
-_TOKEN_DOMAIN: Final = b"acretix-verify/baseline-token/1\x00"
-_MAC_PREFIX: Final = "hmac-sha256:"
-
-
-def _boundary_ids(values: object) -> frozenset[str]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, (set, frozenset, list, tuple)):
-        raise InvariantError(Reason.MALFORMED_RECORD, "boundaries must be a set of ids")
-    out: set[str] = set()
-    for value in values:
-        if not isinstance(value, str) or not value.strip():
-            raise InvariantError(Reason.MALFORMED_RECORD, f"boundary id {value!r} is not a non-blank string")
-        out.add(value)
-    return frozenset(out)
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A baseline digest of an artifact, as recorded by the capture step (SPEC §1, rail 5).
-
-    ``subject`` is the task and cycle it was captured for (e.g. ``contracts.subject_key``); ``artifact_key`` names
-    the bound artifact (usually the criterion's symbol). ``capture_token`` binds every field under the server
-    secret; only ``mint_baseline_token`` makes one.
-    """
-
-    subject: str
-    artifact_key: str
-    digest: str
-    captured_at: datetime
-    reporter_actor: str | None
-    reporter_boundaries: frozenset[str]
-    reporter_is_collector: bool
-    capture_token: str
-
-    def __post_init__(self) -> None:
-        for name in ("subject", "artifact_key"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value:
-                raise InvariantError(Reason.MALFORMED_RECORD, f"baseline {name} must be a non-empty string")
-        if not is_digest(self.digest):
-            raise InvariantError(Reason.MALFORMED_RECORD, f"baseline digest {self.digest!r} is not sha256:<hex>")
-        if not is_aware(self.captured_at):
-            raise InvariantError(Reason.MALFORMED_RECORD, "captured_at must be a timezone-aware datetime")
-        if self.reporter_actor is not None and not isinstance(self.reporter_actor, str):
-            raise InvariantError(Reason.MALFORMED_RECORD, "reporter_actor must be a string or None")
-        object.__setattr__(self, "reporter_boundaries", _boundary_ids(self.reporter_boundaries))
-        if not isinstance(self.reporter_is_collector, bool):
-            raise InvariantError(Reason.MALFORMED_RECORD, "reporter_is_collector must be a bool")
-        if not isinstance(self.capture_token, str):
-            raise InvariantError(Reason.MALFORMED_RECORD, "capture_token must be a string")
-
-
-def _token_message(
-    *,
-    subject: str,
-    artifact_key: str,
-    digest: str,
-    captured_at: datetime,
-    reporter_actor: str | None,
-    reporter_boundaries: frozenset[str],
-    reporter_is_collector: bool,
-) -> bytes:
-    # Domain-separated and length-prefixed, so no two field tuples share a message.
-    bounds = sorted(reporter_boundaries)
-    fields = [
-        subject,
-        artifact_key,
-        digest,
-        captured_at.astimezone(UTC).isoformat(timespec="microseconds"),
-        "named" if reporter_actor is not None else "unnamed",
-        reporter_actor or "",
-        "collector" if reporter_is_collector else "not-collector",
-        str(len(bounds)),
-        *bounds,
-    ]
-    out = bytearray(_TOKEN_DOMAIN)
-    for field_text in fields:
-        data = field_text.encode("utf-8", errors="surrogatepass")
-        out += len(data).to_bytes(8, "big") + data
-    return bytes(out)
-
-
-def mint_baseline_token(
-    secret: bytes,
-    *,
-    subject: str,
-    artifact_key: str,
-    digest: str,
-    captured_at: datetime,
-    reporter_actor: str | None,
-    reporter_boundaries: frozenset[str],
-    reporter_is_collector: bool,
-) -> str:
-    """The capture step's correlation token: HMAC-SHA256 under the server secret over every baseline field.
-
-    Only the capture step holds the secret, so no caller can fake a baseline (rail 5).
-    """
-    if not isinstance(secret, bytes) or len(secret) < MIN_SECRET_BYTES:
-        raise InvariantError(Reason.INVALID_BASELINE_TOKEN, f"the server secret needs {MIN_SECRET_BYTES}+ bytes")
-    if not is_aware(captured_at):
-        raise InvariantError(Reason.MALFORMED_RECORD, "captured_at must be a timezone-aware datetime")
-    message = _token_message(
-        subject=subject,
-        artifact_key=artifact_key,
-        digest=digest,
-        captured_at=captured_at,
-        reporter_actor=reporter_actor,
-        reporter_boundaries=_boundary_ids(reporter_boundaries),
-        reporter_is_collector=reporter_is_collector,
-    )
-    return _MAC_PREFIX + hmac.new(secret, message, hashlib.sha256).hexdigest()
-
-
-def capture_baseline(
-    secret: bytes,
-    *,
-    subject: str,
-    artifact_key: str,
-    digest: str,
-    captured_at: datetime,
-    reporter_actor: str | None,
-    reporter_boundaries: frozenset[str],
-    reporter_is_collector: bool,
-) -> Baseline:
-    """Record a baseline with its freshly minted capture token (the capture step)."""
-    fields: dict[str, Any] = {
-        "subject": subject,
-        "artifact_key": artifact_key,
-        "digest": digest,
-        "captured_at": captured_at,
-        "reporter_actor": reporter_actor,
-        "reporter_boundaries": reporter_boundaries,
-        "reporter_is_collector": reporter_is_collector,
-    }
-    return Baseline(**fields, capture_token=mint_baseline_token(secret, **fields))
-
-
-def baseline_token_valid(secret: bytes, baseline: Baseline) -> bool:
-    """True when ``baseline.capture_token`` is the token the capture step would mint for these fields."""
-    if not isinstance(secret, bytes) or len(secret) < MIN_SECRET_BYTES:
-        return False
-    expected = mint_baseline_token(
-        secret,
-        subject=baseline.subject,
-        artifact_key=baseline.artifact_key,
-        digest=baseline.digest,
-        captured_at=baseline.captured_at,
-        reporter_actor=baseline.reporter_actor,
-        reporter_boundaries=baseline.reporter_boundaries,
-        reporter_is_collector=baseline.reporter_is_collector,
-    )
-    token = baseline.capture_token
-    if not isinstance(token, str) or not token.isascii():
-        return False
-    return hmac.compare_digest(expected.encode("ascii"), token.encode("ascii"))
-
-
-def is_authoritative(
-    baseline: Baseline | None,
-    *,
-    secret: bytes,
-    subject: str,
-    artifact_key: str,
-    producer_actor: str | None,
-    producer_boundaries: frozenset[str],
-    first_claim_at: datetime,
-) -> Reason | None:
-    """None when ``baseline`` is authoritative for this subject's artifact, else why not (SPEC §1, rail 5).
-
-    In order: none at all, or for another subject or artifact → ``missing-baseline``; token not minted by the
-    capture step → ``invalid-baseline-token``; reporter or producer unnamed → ``unnamed-actor``; reporter not a
-    collector, the producer itself, or sharing (or not showing) a boundary with it → ``baseline-not-independent``;
-    captured at or after the cycle's first claim → ``baseline-after-first-claim``.
-    """
-    if not is_aware(first_claim_at):
-        raise InvariantError(Reason.MALFORMED_RECORD, "first_claim_at must be a timezone-aware datetime")
-    if baseline is None or baseline.subject != subject or baseline.artifact_key != artifact_key:
-        return Reason.MISSING_BASELINE
-    if not baseline_token_valid(secret, baseline):
-        return Reason.INVALID_BASELINE_TOKEN
-    # SPEC §1: None or a blank id is unnamed, never distinct from anyone.
-    reporter, producer = normalize_actor_id(baseline.reporter_actor), normalize_actor_id(producer_actor)
-    if reporter is None or producer is None:
-        return Reason.UNNAMED_ACTOR
-    if not baseline.reporter_is_collector or reporter == producer:
-        return Reason.BASELINE_NOT_INDEPENDENT
-    producer_bounds = _boundary_ids(producer_boundaries)
-    # No recorded boundary on either side is no basis for "not in its boundary": fail closed.
-    if not baseline.reporter_boundaries or not producer_bounds:
-        return Reason.BASELINE_NOT_INDEPENDENT
-    if not baseline.reporter_boundaries.isdisjoint(producer_bounds):
-        return Reason.BASELINE_NOT_INDEPENDENT
-    if not baseline.captured_at < first_claim_at:
-        return Reason.BASELINE_AFTER_FIRST_CLAIM
-    return None
+# --- the oracle seam (SPEC §2): the only author of MISMATCH ------------------------------------------------------
 
 
 def evaluate_unchanged(
@@ -631,17 +462,44 @@ def evaluate_unchanged(
     )
     if why is not None or baseline is None:
         cause = why or Reason.MISSING_BASELINE
-        return Check(criterion_id, Authority.DETERMINISTIC, Verdict.UNKNOWN, Reason.MISSING_BASELINE, origin=seam,
-                     evidence_ids=ids, detail=f"{cause.value}: {explain(cause)}")
+        return Check(
+            criterion_id,
+            Authority.DETERMINISTIC,
+            Verdict.UNKNOWN,
+            Reason.MISSING_BASELINE,
+            origin=seam,
+            evidence_ids=ids,
+            detail=f"{cause.value}: {explain(cause)}",
+        )
     if content is None:
-        return Check(criterion_id, Authority.DETERMINISTIC, Verdict.UNKNOWN, Reason.EVIDENCE_INACCESSIBLE,
-                     origin=seam, evidence_ids=ids)
+        return Check(
+            criterion_id,
+            Authority.DETERMINISTIC,
+            Verdict.UNKNOWN,
+            Reason.EVIDENCE_INACCESSIBLE,
+            origin=seam,
+            evidence_ids=ids,
+        )
     recomputed = sha256_digest(content)
     if recomputed == baseline.digest:
-        return Check(criterion_id, Authority.DETERMINISTIC, Verdict.PASS, Reason.BASELINE_UNCHANGED, origin=seam,
-                     evidence_ids=ids, detail=recomputed)
-    return Check(criterion_id, Authority.DETERMINISTIC, Verdict.MISMATCH, Reason.BASELINE_CHANGED, origin=seam,
-                 evidence_ids=ids, detail=f"baseline {baseline.digest}, now {recomputed}")
+        return Check(
+            criterion_id,
+            Authority.DETERMINISTIC,
+            Verdict.PASS,
+            Reason.BASELINE_UNCHANGED,
+            origin=seam,
+            evidence_ids=ids,
+            detail=recomputed,
+        )
+    return Check(
+        criterion_id,
+        Authority.DETERMINISTIC,
+        Verdict.MISMATCH,
+        Reason.BASELINE_CHANGED,
+        origin=seam,
+        evidence_ids=ids,
+        detail=f"baseline {baseline.digest}, now {recomputed}",
+    )
 
 
 # --- integrity, policy and manifests turn checks UNKNOWN, never FAIL (SPEC §1, §2, §4) --------------------------

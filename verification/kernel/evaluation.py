@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from verification.kernel.actors import Actor
+from verification.kernel.baselines import Baseline
 from verification.kernel.claims import BoundBytes, ClaimResult, evaluate_claims, flag_contradicted
 from verification.kernel.contracts import Claim, first_claim_at
 from verification.kernel.criteria import (
-    Baseline,
     Criterion,
     CriterionKind,
     evaluate_digest,

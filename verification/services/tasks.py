@@ -20,9 +20,9 @@ from django.utils import timezone
 
 from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
+from verification.kernel.baselines import MIN_SECRET_BYTES, capture_baseline
 from verification.kernel.contracts import ContractAcceptance as KernelAcceptance
 from verification.kernel.contracts import accept_contract, may_claim, subject_key
-from verification.kernel.criteria import MIN_SECRET_BYTES, capture_baseline
 from verification.kernel.digests import is_digest, sha256_digest
 from verification.kernel.expressions import is_symbol
 from verification.kernel.reasons import Reason

@@ -57,11 +57,12 @@ from verification import metrics, run_signal, storage
 from verification.cycle_workers import cycle_workers
 from verification.errors import ServiceError
 from verification.kernel import actors as kactors
+from verification.kernel.baselines import Baseline as KernelBaseline
+from verification.kernel.baselines import is_authoritative
 from verification.kernel.canonical import canonicalize, loads_strict
 from verification.kernel.chain import format_created_at
 from verification.kernel.contracts import first_claim_at, subject_key
-from verification.kernel.criteria import Baseline as KernelBaseline
-from verification.kernel.criteria import Criterion, CriterionKind, RegisteredRubric, is_authoritative
+from verification.kernel.criteria import Criterion, CriterionKind, RegisteredRubric
 from verification.kernel.errors import InvariantError, KernelError
 from verification.kernel.evaluation import (
     ArrivedResult as KernelArrived,
