@@ -74,7 +74,13 @@ from verification.models import (
     VerificationDayCount,
 )
 from verification.read_state import decided_by, read_annotations, read_columns, read_q, shown_authority
-from verification.review_selectors import evidence_requested, expired_pending, queue_items, superseded_q
+from verification.review_selectors import (
+    edge_in_hour_q,
+    evidence_requested,
+    queue_items,
+    spans_hour_q,
+    superseded_q,
+)
 from verification.selectors import receipt_payload
 from verification.services.actors import PORTAL_ACTOR_NAME
 
@@ -159,8 +165,8 @@ def _decision_rationale() -> Subquery:
 def state_expression(now: datetime) -> Case:
     """The *state* of a verification at ``now`` as one SQL expression (see the module docstring for the order).
 
-    ``in_review`` is exactly the reviewer queue (``review_selectors.queue_items``): an outcome, not superseded, not
-    decided, no evidence requested, and flagged or an expired PENDING.
+    ``in_review`` is exactly the reviewer queue (``review_selectors.queue_member_q``): an outcome, not superseded, not
+    decided, no evidence requested, and read as flagged at ``now``; ``running`` with an outcome: it reads PENDING.
     """
     no_outcome = Q(verdict__isnull=True)
     return Case(
@@ -170,8 +176,8 @@ def state_expression(now: datetime) -> Case:
         When(superseded_q(), then=Value(STATE_SUPERSEDED)),
         When(human_decided=True, then=Value(STATE_DECIDED)),
         When(evidence_requested(), then=Value(STATE_AWAITING)),
-        When(Q(flagged=True) | expired_pending(now), then=Value(STATE_IN_REVIEW)),
-        When(verdict=Verdict.PENDING.value, then=Value(STATE_RUNNING)),
+        When(read_q(now, flagged=True), then=Value(STATE_IN_REVIEW)),
+        When(read_q(now, verdict=Verdict.PENDING.value), then=Value(STATE_RUNNING)),
         default=Value(STATE_SUCCEEDED),
         output_field=CharField(),
     )
@@ -184,18 +190,17 @@ def state_q(state: str, now: datetime) -> Q:
     live = outcome & ~Q(superseded_q())
     undecided = live & Q(human_decided=False)
     open_ = undecided & ~Q(evidence_requested())
-    pending = Q(verdict=Verdict.PENDING.value)
-    expired = expired_pending(now)
+    flagged = read_q(now, flagged=True)  # as read (read_state), like the queue
+    running = read_q(now, verdict=Verdict.PENDING.value)
     states: dict[str, Q] = {
         STATE_FAILED: Q(verdict__isnull=True, failed_at__isnull=False),
         STATE_QUEUED: Q(verdict__isnull=True, failed_at__isnull=True, attempts=0),
-        STATE_RUNNING: Q(verdict__isnull=True, failed_at__isnull=True, attempts__gt=0)
-        | (open_ & Q(flagged=False) & pending & ~expired),
+        STATE_RUNNING: Q(verdict__isnull=True, failed_at__isnull=True, attempts__gt=0) | (open_ & running),
         STATE_SUPERSEDED: outcome & Q(superseded_q()),
         STATE_DECIDED: live & Q(human_decided=True),
         STATE_AWAITING: undecided & Q(evidence_requested()),
-        STATE_IN_REVIEW: open_ & (Q(flagged=True) | expired),
-        STATE_SUCCEEDED: open_ & Q(flagged=False) & ~pending,
+        STATE_IN_REVIEW: open_ & flagged,
+        STATE_SUCCEEDED: open_ & ~flagged & ~running,
     }
     return states[state]
 
@@ -904,11 +909,12 @@ def _age_bucket(moment: datetime, now: datetime) -> str | None:
 def backlog_by_age(*, now: datetime) -> list[tuple[str, str, int]]:
     """The reviewer queue now, by age since submission: ``(key, label, count)`` per bucket.
 
-    From the rollup (``rollups``: queue members counted per submission hour and PENDING due hour), whose size follows
-    the hours, not the items: every hour that lies wholly inside one bucket and whose items are due before the
-    current hour is summed from the counts (one aggregate). The hours a bucket boundary cuts (the current hour, and
-    those of now - 1 hour, 1 day and 7 days), and PENDING items falling due in the current hour, are counted from the
-    queue itself, exactly (one query over those few hours' rows).
+    From the rollup (``rollups``: the spans in which a verification reads as a queue member, counted per submission
+    hour and the hours a span starts and ends in), whose size follows the hours, not the items: every submission hour
+    that lies wholly inside one bucket is summed from the spans covering the whole current hour (one aggregate). The
+    hours a bucket boundary cuts (the current hour, and those of now - 1 hour, 1 day and 7 days), and the items with a
+    span edge inside the current hour (a PENDING deadline falling in it), are counted from the queue itself, exactly
+    (one query over those few hours' rows).
     """
     now_hour = _hour(now)
     split = sorted({_hour(now - low) for _, _, low, _ in AGE_BUCKETS})
@@ -920,7 +926,7 @@ def backlog_by_age(*, now: datetime) -> list[tuple[str, str, int]]:
             condition &= Q(submitted_hour__gt=_hour(now - high))
         sums[key] = Sum("n", filter=condition)
     counted = (
-        QueueBacklogCount.objects.filter(submitted_hour__lt=now_hour, due_hour__lt=now_hour)
+        QueueBacklogCount.objects.filter(spans_hour_q(now_hour), submitted_hour__lt=now_hour)
         .exclude(submitted_hour__in=split)
         .aggregate(**sums)
     )
@@ -935,8 +941,7 @@ def backlog_by_age(*, now: datetime) -> list[tuple[str, str, int]]:
         )
         for hour in split
     ]
-    due_now = Q(flagged=False, verdict=Verdict.PENDING.value, pending_until__gte=_hour_start(now_hour))
-    parts.append(queue.filter(due_now).values_list("pk", "submitted_at"))
+    parts.append(queue.filter(edge_in_hour_q(now_hour)).values_list("pk", "submitted_at"))
     for _, submitted in parts[0].union(*parts[1:]):
         bucket = _age_bucket(submitted, now)
         if bucket is not None:

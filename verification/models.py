@@ -862,44 +862,45 @@ class AuditRun(AppendOnlyModel):
 
 
 class QueueBacklogMember(models.Model):
-    """One row per verification that is in the reviewer queue now or will be once its PENDING deadline passes.
+    """One span of a verification's time line in which it reads as a queue member (``rollups``: the head columns
+    until its first PENDING deadline, then each stored read phase), with its reason as read.
 
-    ``due_hour`` 0: in the queue whatever the time (flagged); else the hour of its PENDING deadline."""
+    ``due_hour``: the hour the span starts in (-1: from the beginning); ``until_hour``: the hour it ends in
+    (``rollups.FOREVER``: never)."""
 
-    verification_id = models.UUIDField(primary_key=True)
+    verification_id = models.UUIDField(db_index=True)
     submitted_hour = models.BigIntegerField()
-    due_hour = models.BigIntegerField()
-    # The queue's per-reason counts (issue 15): the head's reason, and the hour of its PENDING deadline (0: none),
-    # after which it reads ``pending-expired``.
+    due_hour = models.BigIntegerField(db_index=True)
+    until_hour = models.BigIntegerField(db_index=True)
     reason = models.CharField(max_length=64, default="")
-    expiry_hour = models.BigIntegerField(default=0)
 
 
 class QueueBacklogCount(models.Model):
-    """How many ``QueueBacklogMember`` rows share a submission hour and a due hour (the backlog dashboard's input)."""
+    """How many ``QueueBacklogMember`` rows share a submission hour and span hours (the backlog dashboard's input)."""
 
     submitted_hour = models.BigIntegerField()
     due_hour = models.BigIntegerField()
+    until_hour = models.BigIntegerField()
     n = models.IntegerField(default=0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["submitted_hour", "due_hour"], name="queuebacklogcount_key"),
+            models.UniqueConstraint(fields=["submitted_hour", "due_hour", "until_hour"], name="queuebacklogcount_key"),
         ]
 
 
 class QueueReasonCount(models.Model):
-    """How many ``QueueBacklogMember`` rows share a reason, a due hour and an expiry hour (the queue's counts per
-    reason, ``review_selectors.queue_counts``)."""
+    """How many ``QueueBacklogMember`` rows share a reason and span hours (the queue's counts per reason,
+    ``review_selectors.queue_counts``)."""
 
     reason = models.CharField(max_length=64)
     due_hour = models.BigIntegerField()
-    expiry_hour = models.BigIntegerField()
+    until_hour = models.BigIntegerField()
     n = models.IntegerField(default=0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["reason", "due_hour", "expiry_hour"], name="queuereasoncount_key"),
+            models.UniqueConstraint(fields=["reason", "due_hour", "until_hour"], name="queuereasoncount_key"),
         ]
 
 

@@ -6,6 +6,11 @@ outcome from each deadline on and ``phases_record`` stores them (``ReadPhase``) 
 transaction that appends the receipt. ``read_q`` is the one SQL form of "reads as …": the head columns before
 ``pending_until``, the phase holding ``now`` from it on. A person's decision clears ``pending_until``, so its head
 columns hold for ever. ``read_columns`` is the same answer for rows already loaded (pages and exports).
+
+A row past ``pending_until`` with no phase holding ``now`` (written around the services: a bulk import, a restore
+without phases) reads, if its head is PENDING, as that PENDING expired with the default expiry verdict (SPEC §2:
+UNKNOWN, so flagged, ``pending-expired``: a person looks); any other head as its columns. Every reader (``read_q``,
+``read_annotations``, ``read_columns``, the queue and its rollups) applies this same rule.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from typing import Any, Final
 
 from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, Subquery, Value, When
 
+from verification.kernel.determination import NEEDS_REVIEW_PREFIX, Determination
 from verification.kernel.read_phases import read_phases
+from verification.kernel.reasons import Reason
+from verification.kernel.verdicts import Verdict
 from verification.models import ReadPhase, Verification
 
 #: The head columns that a phase also holds; the only names ``read_q`` filters on.
@@ -35,6 +43,17 @@ class ReadColumns:
     flag_reason: str | None
     reason: str | None
     expired: bool  # some PENDING deadline of the head has passed
+
+
+#: What a PENDING head past ``pending_until`` without a recorded phase reads as (the module docstring).
+UNRECORDED_EXPIRY: Final = ReadColumns(
+    verdict=Verdict.UNKNOWN.value,
+    determination=Determination.CANNOT_DETERMINE.value,
+    flagged=True,
+    flag_reason=NEEDS_REVIEW_PREFIX + Reason.PENDING_EXPIRED.value,
+    reason=Reason.PENDING_EXPIRED.value,
+    expired=True,
+)
 
 
 def phases_record(verification: Verification, payload: Mapping[str, Any]) -> None:
@@ -73,39 +92,63 @@ def _phase_at(now: datetime) -> Q:
     return Q(starts_at__lte=now) & (Q(ends_at__isnull=True) | Q(ends_at__gt=now))
 
 
+def _phases_at(now: datetime) -> Any:
+    return ReadPhase.objects.filter(verification=OuterRef("pk")).filter(_phase_at(now))
+
+
+def _unrecorded(now: datetime) -> Q:
+    """Past ``pending_until`` with no phase holding ``now``."""
+    return expired_q(now) & ~Q(Exists(_phases_at(now)))
+
+
+def _unrecorded_pending(now: datetime) -> Q:
+    return _unrecorded(now) & Q(verdict=Verdict.PENDING.value)
+
+
 def read_q(now: datetime, **conditions: Any) -> Q:
     """The rows that read, at ``now``, with every column of ``conditions`` equal to its value (None: is null)."""
     unknown = set(conditions) - set(READ_FIELDS)
     if unknown:
         raise ValueError(f"not a read-state column: {sorted(unknown)}")
-    phase = ReadPhase.objects.filter(verification=OuterRef("pk")).filter(_phase_at(now)).filter(**conditions)
-    return (as_issued_q(now) & Q(**conditions)) | (expired_q(now) & Q(Exists(phase)))
+    phase = _phases_at(now).filter(**conditions)
+    as_columns = as_issued_q(now) | (_unrecorded(now) & ~Q(verdict=Verdict.PENDING.value))
+    out = (as_columns & Q(**conditions)) | (expired_q(now) & Q(Exists(phase)))
+    if all(getattr(UNRECORDED_EXPIRY, name) == value for name, value in conditions.items()):
+        out |= _unrecorded_pending(now)
+    return out
 
 
 def read_annotations(now: datetime) -> dict[str, Any]:
     """The read state at ``now`` as SQL expressions ``read_<column>`` and ``read_expired`` (for value exports)."""
-    phase = ReadPhase.objects.filter(verification=OuterRef("pk")).filter(_phase_at(now))
+    phase = _phases_at(now)
     in_phase = expired_q(now) & Q(Exists(phase))
+    unrecorded = _unrecorded_pending(now)
     out: dict[str, Any] = {
         f"read_{name}": Case(
             When(in_phase, then=Subquery(phase.values(name)[:1])),
+            When(unrecorded, then=Value(getattr(UNRECORDED_EXPIRY, name))),
             default=F(name),
             output_field=Verification._meta.get_field(name).__class__(null=True),
         )
         for name in READ_FIELDS
     }
-    out["read_expired"] = Case(When(in_phase, then=Value(True)), default=Value(False), output_field=BooleanField())
+    out["read_expired"] = Case(
+        When(in_phase | unrecorded, then=Value(True)), default=Value(False), output_field=BooleanField()
+    )
     return out
 
 
 def read_columns(rows: Iterable[Verification], *, now: datetime) -> dict[uuid.UUID, ReadColumns]:
     """The read state at ``now`` of each loaded row (one query for the rows past a deadline)."""
     rows = list(rows)
-    expired = [v.pk for v in rows if v.pending_until is not None and v.pending_until <= now]
+    expired = {v.pk for v in rows if v.pending_until is not None and v.pending_until <= now}
     found = ReadPhase.objects.filter(verification_id__in=expired).filter(_phase_at(now)) if expired else ()
     phases = {p.verification_id: p for p in found}
     out: dict[uuid.UUID, ReadColumns] = {}
     for v in rows:
+        if v.pk in expired and v.pk not in phases and v.verdict == Verdict.PENDING.value:
+            out[v.pk] = UNRECORDED_EXPIRY
+            continue
         source: Verification | ReadPhase = phases.get(v.pk, v)
         out[v.pk] = ReadColumns(
             verdict=source.verdict,
@@ -120,6 +163,7 @@ def read_columns(rows: Iterable[Verification], *, now: datetime) -> dict[uuid.UU
 
 __all__ = [
     "READ_FIELDS",
+    "UNRECORDED_EXPIRY",
     "ReadColumns",
     "as_issued_q",
     "expired_q",

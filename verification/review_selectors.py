@@ -61,6 +61,7 @@ from verification.kernel.verifier import VerificationReport, verify_report
 from verification.models import (
     ArrivedResult,
     Evidence,
+    QueueBacklogMember,
     QueueReasonCount,
     Receipt,
     ReceiptKind,
@@ -70,12 +71,11 @@ from verification.models import (
     Verification,
     VerificationEvidence,
 )
-from verification.read_state import read_columns, shown_authority
+from verification.read_state import read_annotations, read_columns, read_q, shown_authority
 from verification.selectors import (
     head_of,
     proof_for,
     receipt_payload,
-    review_queue,
     rubric_criteria,
     trusted_keys,
     untrusted_head,
@@ -108,10 +108,6 @@ QUEUE_FILTERS: Final = frozenset({"reason", "authority", "age", "subject"})
 MAX_SUBJECT_CHARS: Final = 200
 
 
-def expired_pending(now: datetime) -> Q:
-    return Q(verdict=Verdict.PENDING.value, pending_until__lte=now)
-
-
 def superseded_q() -> Exists:
     return Exists(Verification.objects.filter(supersedes=OuterRef("pk")))
 
@@ -131,9 +127,9 @@ def lease_free(now: datetime) -> Q:
 
 def queue_rank() -> Case:
     """The queue's order as one expression over the head columns (issue 5 §2), without ``now`` so that it can be
-    indexed (migration 0007's partial expression index serves ORDER BY rank, submitted_at, id). A PENDING head is in
-    the queue only once its deadline passed, when it reads as its expiry verdict (UNKNOWN unless the rubric says
-    otherwise), so it ranks with UNKNOWN."""
+    indexed (migration 0007's partial expression index serves ORDER BY rank, submitted_at, id). A head is ranked by
+    its signed outcome: a PENDING head (in the queue only once a deadline passed and it reads flagged) ranks with
+    UNKNOWN, the default expiry verdict."""
     return Case(
         When(verdict=Verdict.MISMATCH.value, then=Value(RANK_MISMATCH)),
         When(reason=Reason.SEMANTIC_CITED_CONFLICT.value, then=Value(RANK_CITED_CONFLICT)),
@@ -144,29 +140,32 @@ def queue_rank() -> Case:
     )
 
 
-#: The rows the queue index covers: every head that can be in the queue at some ``now``.
+#: The rows the queue index covers: every head that can be in the queue at some ``now``: an outcome no person
+#: decided, flagged as issued or with a PENDING deadline (after which it may read flagged, SPEC §2, §3).
 QUEUE_INDEX_CONDITION: Final = Q(verdict__isnull=False, human_decided=False) & (
-    Q(flagged=True) | Q(verdict=Verdict.PENDING.value)
+    Q(flagged=True) | Q(pending_until__isnull=False)
 )
 
 
-def queue_items(*, now: datetime) -> QuerySet[Verification]:
-    """The reviewer queue at ``now``, in queue order, annotated with ``queue_reason`` and ``queue_rank``.
+def queue_member_q(now: datetime) -> Q:
+    """SPEC §3: the review queue is exactly the verifications that *read* as flagged at ``now`` (``read_state``, the
+    single read's definition) and that no person decided, minus (issue 5 §2) one superseded by a re-run and one sent
+    back for more evidence. The queue, ``in_queue``, its counts, the backlog and History's ``in_review`` all use it."""
+    return QUEUE_INDEX_CONDITION & read_q(now, flagged=True) & ~Q(superseded_q()) & ~Q(evidence_requested())
 
-    ``queue_reason`` is the head's reason as read: an expired PENDING reads ``pending-expired`` (SPEC §2).
-    """
-    expired = expired_pending(now)
+
+def queue_reason(now: datetime) -> Coalesce:
+    """A queue item's reason as read at ``now`` (the empty code for none)."""
+    return Coalesce(read_annotations(now)["read_reason"], Value(""))
+
+
+def queue_items(*, now: datetime) -> QuerySet[Verification]:
+    """The reviewer queue at ``now`` (``queue_member_q``), in queue order, annotated with ``queue_reason`` (the
+    reason as read) and ``queue_rank``."""
     return (
-        review_queue(now=now)
-        .filter(QUEUE_INDEX_CONDITION)  # implied by review_queue; stated so the planner sees the partial index applies
-        .filter(~superseded_q(), ~evidence_requested())
-        .annotate(
-            queue_reason=Case(
-                When(expired, then=Value(Reason.PENDING_EXPIRED.value)),
-                default=Coalesce(F("reason"), Value("")),
-            ),
-            queue_rank=queue_rank(),
-        )
+        Verification.objects.filter(queue_member_q(now))
+        .select_related("task", "submitted_by")
+        .annotate(queue_reason=queue_reason(now), queue_rank=queue_rank())
         .order_by("queue_rank", "submitted_at", "id")
     )
 
@@ -233,34 +232,38 @@ def _hour_start(hour: int) -> datetime:
     return datetime.fromtimestamp(hour * 3600, tz=UTC)
 
 
+def spans_hour_q(hour: int) -> Q:
+    """Member spans (``QueueBacklogMember`` and its counts) that cover the whole of ``hour``: no edge inside it."""
+    return Q(due_hour__lt=hour, until_hour__gt=hour)
+
+
+def edge_in_hour_q(hour: int) -> Q:
+    """Verifications with a member span starting or ending inside ``hour``: their membership during it is read from
+    the queue itself (``queue_items``), never from the counts (where no span of theirs covers the whole hour)."""
+    edges = QueueBacklogMember.objects.filter(Q(due_hour=hour) | Q(until_hour=hour)).values("verification_id")
+    return Q(pk__in=edges)
+
+
 def count_queue_reasons(*, now: datetime) -> list[tuple[str, int]]:
     """How many queue items there are per reason as read at ``now`` (``queue_items``' ``queue_reason``), most first.
 
-    From the rollup the database keeps (``rollups``: queue members counted per reason, PENDING due hour and expiry
-    hour), whose size follows the reasons and the deadline hours, not the items: a member without a PENDING deadline
-    counts under its reason; one whose deadline hour is before the current hour reads ``pending-expired``; one whose
-    deadline is in a later hour counts under its reason if it is flagged (else it is not queued yet). The deadlines
-    that fall in the current hour are counted from the queue itself, exactly (one narrow query over the PENDING
-    deadline index of migration 0008). Two queries whatever the queue's length.
+    From the rollup the database keeps (``rollups``: each span of a verification's time line in which it reads as a
+    member, counted per reason as read and the hours the span starts and ends in), whose size follows the reasons and
+    the hours, not the items: the spans that cover the whole current hour count from the rollup; the verifications
+    with a span edge inside the current hour (a PENDING deadline falling in it) are counted from the queue itself,
+    exactly. A verification is in one of the two, never both. Two queries whatever the queue's length.
     """
     now_hour = _hour(now)
-    expired = Q(expiry_hour__gt=0, expiry_hour__lt=now_hour)
-    queued = Q(due_hour=0, expiry_hour=0) | expired | Q(due_hour=0, expiry_hour__gt=now_hour)
     rows = (
-        QueueReasonCount.objects.filter(queued)
-        .annotate(code=Case(When(expired, then=Value(Reason.PENDING_EXPIRED.value)), default=F("reason")))
-        .values("code")
+        QueueReasonCount.objects.filter(spans_hour_q(now_hour))
+        .values("reason")
         .annotate(total=Sum("n"))
-        .values_list("code", "total")
+        .values_list("reason", "total")
     )
     totals: Counter[str] = Counter()
     for code, n in rows:
         totals[str(code)] += int(n or 0)
-    due_now = queue_items(now=now).filter(
-        verdict=Verdict.PENDING.value,
-        pending_until__gte=_hour_start(now_hour),
-        pending_until__lt=_hour_start(now_hour + 1),
-    )
+    due_now = queue_items(now=now).filter(edge_in_hour_q(now_hour))
     for row in due_now.order_by().values("queue_reason").annotate(n=Count("pk")):
         totals[str(row["queue_reason"])] += int(row["n"])
     return sorted(((code, n) for code, n in totals.items() if n), key=lambda pair: (-pair[1], pair[0]))

@@ -13,12 +13,16 @@ tables on PostgreSQL (``PG_TRIGGERS``, set-based); the shared pieces of SQL diff
 functions (``_Dialect``):
 
 - a verification inserted or updated in a queue column (verdict, flagged, human_decided, pending_until,
-  submitted_at, supersedes): *refresh* its queue membership, and that of the verification it supersedes (a re-run
-  takes the old one out of the queue). Refresh = take its ``QueueBacklogMember`` row out of its count, recompute the
-  row from the verification as it is now (the queue's definition: ``review_selectors.queue_items`` without the
-  clock), and count it in again. Membership does not depend on the time except through a PENDING deadline, which
-  is kept as the member's ``due_hour``: the dashboard counts a deadline that passed before the current hour from the
-  counts, and looks at the current hour's few rows itself.
+  submitted_at, supersedes, reason), or its read phases (``ReadPhase``) inserted, changed or deleted: *refresh* its
+  queue membership, and that of the verification it supersedes (a re-run takes the old one out of the queue).
+  Refresh = take its ``QueueBacklogMember`` rows out of their counts, recompute them from the verification as it is
+  now, and count them in again. Membership is the queue's definition (``review_selectors.queue_member_q``: reads as
+  flagged, ``read_state``) without the clock: what a head reads as changes only at its PENDING deadlines, so its
+  time line is cut there into spans (the head columns before ``pending_until``, then each stored phase, or the
+  unrecorded-expiry rule where none is stored) and each span in which it reads flagged is one member row, with its
+  reason as read and the hours it starts (``due_hour``, -1: from the beginning) and ends in (``until_hour``,
+  ``FOREVER``: never). A dashboard sums the spans that cover the whole current hour from the counts and counts the
+  queue items with a span edge inside the current hour itself, exactly (``review_selectors.edge_in_hour_q``).
 - a verification inserted, or updated in ``created_at`` or ``automated_verdict``: its day's completed and abstained
   counts lose the old row's share and gain the new one's.
 - a review decision: its day, reviewer and action count +1; a PASS or FAIL (it has a receipt) adds its delay from
@@ -49,12 +53,17 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from verification.db_guards import PURGE_FUNCTION
+from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Verdict
 
 PREFIX: Final = "reviewportal_rollup_"
+#: ``due_hour`` of a span that starts before any hour (the head as issued), ``until_hour`` of one that never ends.
+SINCE_EVER: Final = -1
+FOREVER: Final = 10**12
 
 # Table names (``verification.models``); literal here so the SQL reads as SQL, checked against the models by a test.
 VERIFICATION: Final = "verification_verification"
+READ_PHASE: Final = "verification_readphase"
 DECISION: Final = "verification_reviewdecision"
 FINDING: Final = "verification_finding"
 FINDING_EVENT: Final = "verification_findingevent"
@@ -77,6 +86,7 @@ ABSTAIN_COLUMNS: Final = ("created_at", "automated_verdict")
 #: The automated verdicts whose determination is ``cannot_determine`` (SPEC §3): the ABSTAIN path.
 ABSTAIN_VERDICTS: Final = (Verdict.UNKNOWN.value, Verdict.NOT_RUN.value)
 _PENDING: Final = Verdict.PENDING.value
+_EXPIRED: Final = Reason.PENDING_EXPIRED.value
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,7 @@ class _Dialect:
     hour: Callable[[str], str]  # whole hours since the epoch of a timestamp
     day: Callable[[str], str]  # its UTC calendar day
     seconds_between: Callable[[str, str], str]  # later - earlier, in seconds (a float)
+    greatest: str  # the larger of two values
 
 
 _POSTGRESQL: Final = _Dialect(
@@ -92,6 +103,7 @@ _POSTGRESQL: Final = _Dialect(
     hour=lambda ts: f"CAST(FLOOR(EXTRACT(EPOCH FROM {ts}) / 3600) AS bigint)",
     day=lambda ts: f"CAST(({ts} AT TIME ZONE 'UTC') AS date)",
     seconds_between=lambda later, earlier: f"CAST(EXTRACT(EPOCH FROM ({later} - {earlier})) AS double precision)",
+    greatest="GREATEST",
 )
 # SQLite keeps Django's datetimes as UTC text 'YYYY-MM-DD HH:MM:SS[.ffffff]'. Its date functions round fractions of
 # a second (23:59:59.9999995 would be the next day), so the whole seconds and the date are cut out of the text.
@@ -100,6 +112,7 @@ _SQLITE: Final = _Dialect(
     hour=lambda ts: f"(CAST(STRFTIME('%s', SUBSTR({ts}, 1, 19)) AS INTEGER) / 3600)",
     day=lambda ts: f"SUBSTR({ts}, 1, 10)",
     seconds_between=lambda later, earlier: f"((JULIANDAY({later}) - JULIANDAY({earlier})) * 86400.0)",
+    greatest="MAX",
 )
 
 
@@ -115,45 +128,66 @@ def _dialect(vendor: str) -> _Dialect:
 
 
 def _queue_member_select(d: _Dialect, where: str) -> str:
-    """The queue membership rows of the verifications ``v`` that ``where`` selects: the queue as
-    ``review_selectors.queue_items`` defines it, with a PENDING deadline kept as ``due_hour`` instead of compared to
-    a clock (0: in the queue at any time); then its reason and the hour after which it reads ``pending-expired``
-    (0: never, not a PENDING head with a deadline), for the queue's counts per reason."""
-    return (
-        f"SELECT v.id, {d.hour('v.submitted_at')}, "
-        f"CASE WHEN v.flagged THEN 0 ELSE {d.hour('v.pending_until')} END, "
-        "COALESCE(v.reason, ''), "
-        f"CASE WHEN v.verdict = '{_PENDING}' AND v.pending_until IS NOT NULL THEN {d.hour('v.pending_until')} "
-        "ELSE 0 END "
-        f"FROM {VERIFICATION} v WHERE {where} "
-        "AND v.verdict IS NOT NULL AND NOT v.human_decided "
-        f"AND (v.flagged OR (v.verdict = '{_PENDING}' AND v.pending_until IS NOT NULL)) "
+    """The member rows (spans read as flagged) of the verifications ``v`` that ``where`` selects, as
+    ``review_selectors.queue_member_q`` and ``read_state.read_q`` define them, cut at the PENDING deadlines instead of
+    compared to a clock: (1) the head columns until ``pending_until`` (for ever without one); (2) from it on, each
+    stored phase, from its start (not before ``pending_until``) to its end; (3) from ``pending_until`` to the first
+    phase that holds a later instant (for ever without one), the unrecorded-expiry rule: a PENDING head reads flagged,
+    ``pending-expired``, any other its columns."""
+    base = (
+        f"{where} AND v.verdict IS NOT NULL AND NOT v.human_decided "
+        "AND (v.flagged OR v.pending_until IS NOT NULL) "
         f"AND NOT EXISTS (SELECT 1 FROM {VERIFICATION} w WHERE w.supersedes_id = v.id) "
         f"AND NOT EXISTS (SELECT 1 FROM {DECISION} r WHERE r.verification_id = v.id AND r.action = 'MORE_EVIDENCE')"
     )
+    submitted = d.hour("v.submitted_at")
+    deadline = d.hour("v.pending_until")
+    later = "(p.ends_at IS NULL OR p.ends_at > v.pending_until)"  # a phase that holds an instant past the deadline
+    first = f"(SELECT MIN(p.starts_at) FROM {READ_PHASE} p WHERE p.verification_id = v.id AND {later})"
+    return (
+        f"SELECT v.id, {submitted}, {SINCE_EVER}, COALESCE({deadline}, {FOREVER}), COALESCE(v.reason, '') "
+        f"FROM {VERIFICATION} v WHERE {base} AND v.flagged "
+        "UNION ALL "
+        f"SELECT v.id, {submitted}, {d.greatest}({d.hour('p.starts_at')}, {deadline}), "
+        f"COALESCE({d.hour('p.ends_at')}, {FOREVER}), COALESCE(p.reason, '') "
+        f"FROM {VERIFICATION} v JOIN {READ_PHASE} p ON p.verification_id = v.id "
+        f"WHERE {base} AND v.pending_until IS NOT NULL AND p.flagged AND {later} "
+        "UNION ALL "
+        f"SELECT v.id, {submitted}, {deadline}, COALESCE({d.hour(first)}, {FOREVER}), "
+        f"CASE WHEN v.verdict = '{_PENDING}' THEN '{_EXPIRED}' ELSE COALESCE(v.reason, '') END "
+        f"FROM {VERIFICATION} v WHERE {base} AND v.pending_until IS NOT NULL "
+        f"AND (v.verdict = '{_PENDING}' OR v.flagged) AND COALESCE({first} > v.pending_until, TRUE)"
+    )
 
 
-_MEMBER_COLUMNS: Final = "verification_id, submitted_hour, due_hour, reason, expiry_hour"
+_MEMBER_COLUMNS: Final = "verification_id, submitted_hour, due_hour, until_hour, reason"
+_BACKLOG_KEY: Final = ("submitted_hour", "due_hour", "until_hour")
+_REASONS_KEY: Final = ("reason", "due_hour", "until_hour")
 
 
-def _refresh_membership(d: _Dialect, vid: str) -> list[str]:
-    """Recompute one verification's membership (``vid``: an expression such as ``NEW.id``; NULL changes nothing)."""
-    member = f"SELECT m.{{}} FROM {MEMBER} m WHERE m.verification_id = {vid}"
-    return [
-        f"UPDATE {BACKLOG} SET n = {BACKLOG}.n - 1 "
-        f"WHERE submitted_hour = ({member.format('submitted_hour')}) AND due_hour = ({member.format('due_hour')})",
-        f"UPDATE {REASONS} SET n = {REASONS}.n - 1 "
-        f"WHERE reason = ({member.format('reason')}) AND due_hour = ({member.format('due_hour')}) "
-        f"AND expiry_hour = ({member.format('expiry_hour')})",
-        f"DELETE FROM {MEMBER} WHERE verification_id = {vid}",
-        f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, f"v.id = {vid}"),
-        f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) "
-        f"SELECT m.submitted_hour, m.due_hour, 1 FROM {MEMBER} m WHERE m.verification_id = {vid} "
-        f"ON CONFLICT (submitted_hour, due_hour) DO UPDATE SET n = {BACKLOG}.n + excluded.n",
-        f"INSERT INTO {REASONS} (reason, due_hour, expiry_hour, n) "
-        f"SELECT m.reason, m.due_hour, m.expiry_hour, 1 FROM {MEMBER} m WHERE m.verification_id = {vid} "
-        f"ON CONFLICT (reason, due_hour, expiry_hour) DO UPDATE SET n = {REASONS}.n + excluded.n",
+def _refresh_membership(d: _Dialect, ids: str) -> list[str]:
+    """Recompute the membership of the verifications whose id is ``ids`` (``= NEW.id`` on SQLite, ``= ANY(rp_ids)``
+    on PostgreSQL; a NULL changes nothing): their member rows leave their counts, are recomputed, and count again."""
+    out = []
+    for table, key in ((BACKLOG, _BACKLOG_KEY), (REASONS, _REASONS_KEY)):
+        columns = ", ".join(key)
+        out.append(
+            f"UPDATE {table} SET n = {table}.n - x.k FROM (SELECT {columns}, COUNT(*) AS k FROM {MEMBER} "
+            f"WHERE verification_id {ids} GROUP BY {columns}) x WHERE "
+            + " AND ".join(f"{table}.{column} = x.{column}" for column in key)
+        )
+    out += [
+        f"DELETE FROM {MEMBER} WHERE verification_id {ids}",
+        f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, f"v.id {ids}"),
     ]
+    for table, key in ((BACKLOG, _BACKLOG_KEY), (REASONS, _REASONS_KEY)):
+        columns = ", ".join(key)
+        out.append(
+            f"INSERT INTO {table} ({columns}, n) SELECT {columns}, COUNT(*) FROM {MEMBER} "
+            f"WHERE verification_id {ids} GROUP BY {columns} "
+            f"ON CONFLICT ({columns}) DO UPDATE SET n = {table}.n + excluded.n"
+        )
+    return out
 
 
 def _completed(row: str) -> str:
@@ -191,17 +225,17 @@ class _Trigger:
 
 def _on_verification_insert(d: _Dialect) -> list[str]:
     return [
-        *_refresh_membership(d, "NEW.id"),
-        *_refresh_membership(d, "NEW.supersedes_id"),
+        *_refresh_membership(d, "= NEW.id"),
+        *_refresh_membership(d, "= NEW.supersedes_id"),
         _count_outcome(d, "NEW", 1),
     ]
 
 
 def _on_verification_queue_change(d: _Dialect) -> list[str]:
     return [
-        *_refresh_membership(d, "NEW.id"),
-        *_refresh_membership(d, "OLD.supersedes_id"),
-        *_refresh_membership(d, "NEW.supersedes_id"),
+        *_refresh_membership(d, "= NEW.id"),
+        *_refresh_membership(d, "= OLD.supersedes_id"),
+        *_refresh_membership(d, "= NEW.supersedes_id"),
     ]
 
 
@@ -220,8 +254,8 @@ def _on_verification_delete(d: _Dialect) -> list[str]:
     """A verification without receipts or decisions can be deleted (the others are protected): it leaves the queue,
     the one it superseded comes back, and its outcome leaves its day."""
     return [
-        *_refresh_membership(d, "OLD.id"),
-        *_refresh_membership(d, "OLD.supersedes_id"),
+        *_refresh_membership(d, "= OLD.id"),
+        *_refresh_membership(d, "= OLD.supersedes_id"),
         _count_outcome(d, "OLD", -1),
     ]
 
@@ -234,8 +268,20 @@ def _on_decision_insert(d: _Dialect) -> list[str]:
         f"INSERT INTO {DELAY} (decision_id, decided_at, seconds) "
         f"SELECT NEW.id, NEW.created_at, {d.seconds_between('NEW.created_at', 'v.submitted_at')} "
         f"FROM {VERIFICATION} v WHERE v.id = NEW.verification_id AND NEW.receipt_id IS NOT NULL",
-        *_refresh_membership(d, "NEW.verification_id"),
+        *_refresh_membership(d, "= NEW.verification_id"),
     ]
+
+
+def _on_phase_insert(d: _Dialect) -> list[str]:
+    return _refresh_membership(d, "= NEW.verification_id")
+
+
+def _on_phase_update(d: _Dialect) -> list[str]:
+    return [*_refresh_membership(d, "= OLD.verification_id"), *_refresh_membership(d, "= NEW.verification_id")]
+
+
+def _on_phase_delete(d: _Dialect) -> list[str]:
+    return _refresh_membership(d, "= OLD.verification_id")
 
 
 def _on_finding_insert(d: _Dialect) -> list[str]:
@@ -266,6 +312,9 @@ TRIGGERS: Final = (
     ),
     _Trigger(f"{PREFIX}verification_delete", VERIFICATION, "DELETE", (), _on_verification_delete),
     _Trigger(f"{PREFIX}decision_insert", DECISION, "INSERT", (), _on_decision_insert),
+    _Trigger(f"{PREFIX}phase_insert", READ_PHASE, "INSERT", (), _on_phase_insert),
+    _Trigger(f"{PREFIX}phase_update", READ_PHASE, "UPDATE", (), _on_phase_update),
+    _Trigger(f"{PREFIX}phase_delete", READ_PHASE, "DELETE", (), _on_phase_delete),
     _Trigger(f"{PREFIX}finding_insert", FINDING, "INSERT", (), _on_finding_insert),
     _Trigger(f"{PREFIX}finding_event_insert", FINDING_EVENT, "INSERT", (), _on_finding_event_insert),
 )
@@ -289,24 +338,10 @@ def _pg_refresh_membership(d: _Dialect) -> list[str]:
     a receipt's foreign key), so two transactions refreshing one verification take turns, and the second reads the
     member row the first left (each statement of a trigger function reads what is committed when it starts). Without
     it, a decision and a re-run arriving at once (neither of which updates the verification's row) could both take the
-    same member out of its count, and the second insert of the member would collide with the first."""
-    ids = f"ANY({_PG_IDS})"
+    same member out of its count."""
     return [
-        f"PERFORM 1 FROM {VERIFICATION} WHERE id = {ids} ORDER BY id FOR NO KEY UPDATE",
-        f"UPDATE {BACKLOG} c SET n = c.n - x.k FROM (SELECT submitted_hour, due_hour, COUNT(*) AS k FROM {MEMBER} "
-        f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour) x "
-        "WHERE c.submitted_hour = x.submitted_hour AND c.due_hour = x.due_hour",
-        f"UPDATE {REASONS} c SET n = c.n - x.k FROM (SELECT reason, due_hour, expiry_hour, COUNT(*) AS k "
-        f"FROM {MEMBER} WHERE verification_id = {ids} GROUP BY reason, due_hour, expiry_hour) x "
-        "WHERE c.reason = x.reason AND c.due_hour = x.due_hour AND c.expiry_hour = x.expiry_hour",
-        f"DELETE FROM {MEMBER} WHERE verification_id = {ids}",
-        f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, f"v.id = {ids}"),
-        f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) SELECT submitted_hour, due_hour, COUNT(*) FROM {MEMBER} "
-        f"WHERE verification_id = {ids} GROUP BY submitted_hour, due_hour "
-        f"ON CONFLICT (submitted_hour, due_hour) DO UPDATE SET n = {BACKLOG}.n + excluded.n",
-        f"INSERT INTO {REASONS} (reason, due_hour, expiry_hour, n) SELECT reason, due_hour, expiry_hour, COUNT(*) "
-        f"FROM {MEMBER} WHERE verification_id = {ids} GROUP BY reason, due_hour, expiry_hour "
-        f"ON CONFLICT (reason, due_hour, expiry_hour) DO UPDATE SET n = {REASONS}.n + excluded.n",
+        f"PERFORM 1 FROM {VERIFICATION} WHERE id = ANY({_PG_IDS}) ORDER BY id FOR NO KEY UPDATE",
+        *_refresh_membership(d, f"= ANY({_PG_IDS})"),
     ]
 
 
@@ -382,6 +417,19 @@ def _pg_on_decision_insert(d: _Dialect) -> list[str]:
     ]
 
 
+def _pg_on_phase_change(rows: str) -> Callable[[_Dialect], list[str]]:
+    """A statement that inserted, changed or deleted read phases refreshes their verifications (``rows``: the
+    transition tables it has)."""
+
+    def body(d: _Dialect) -> list[str]:
+        return [
+            _pg_ids(" UNION ALL ".join(f"SELECT verification_id FROM {r}" for r in rows.split())),
+            *_pg_refresh_membership(d),
+        ]
+
+    return body
+
+
 def _pg_on_finding_insert(d: _Dialect) -> list[str]:
     return [
         f"INSERT INTO {OPEN_FINDINGS} (kind, n) SELECT kind, COUNT(*) FROM new_rows WHERE kind IS NOT NULL "
@@ -422,6 +470,11 @@ PG_TRIGGERS: Final = (
     ),
     _StatementTrigger(f"{PREFIX}verification_delete", VERIFICATION, "DELETE", _OLD, _pg_on_verification_delete),
     _StatementTrigger(f"{PREFIX}decision_insert", DECISION, "INSERT", _NEW, _pg_on_decision_insert),
+    _StatementTrigger(f"{PREFIX}phase_insert", READ_PHASE, "INSERT", _NEW, _pg_on_phase_change("new_rows")),
+    _StatementTrigger(
+        f"{PREFIX}phase_update", READ_PHASE, "UPDATE", f"{_OLD} {_NEW}", _pg_on_phase_change("old_rows new_rows")
+    ),
+    _StatementTrigger(f"{PREFIX}phase_delete", READ_PHASE, "DELETE", _OLD, _pg_on_phase_change("old_rows")),
     _StatementTrigger(f"{PREFIX}finding_insert", FINDING, "INSERT", _NEW, _pg_on_finding_insert),
     _StatementTrigger(f"{PREFIX}finding_event_insert", FINDING_EVENT, "INSERT", _NEW, _pg_on_finding_event_insert),
 )
@@ -483,10 +536,11 @@ def rebuild_sql(vendor: str) -> list[str]:
     return [
         *(f"DELETE FROM {table}" for table in ROLLUP_TABLES),
         f"INSERT INTO {MEMBER} ({_MEMBER_COLUMNS}) " + _queue_member_select(d, "1 = 1"),
-        f"INSERT INTO {BACKLOG} (submitted_hour, due_hour, n) "
-        f"SELECT submitted_hour, due_hour, COUNT(*) FROM {MEMBER} GROUP BY submitted_hour, due_hour",
-        f"INSERT INTO {REASONS} (reason, due_hour, expiry_hour, n) "
-        f"SELECT reason, due_hour, expiry_hour, COUNT(*) FROM {MEMBER} GROUP BY reason, due_hour, expiry_hour",
+        *(
+            f"INSERT INTO {table} ({', '.join(key)}, n) "
+            f"SELECT {', '.join(key)}, COUNT(*) FROM {MEMBER} GROUP BY {', '.join(key)}"
+            for table, key in ((BACKLOG, _BACKLOG_KEY), (REASONS, _REASONS_KEY))
+        ),
         f"INSERT INTO {VERIFICATION_DAY} (day, completed, abstained) "
         f"SELECT {d.day('v.created_at')}, SUM({_completed('v')}), SUM({_abstained('v')}) FROM {VERIFICATION} v "
         f"WHERE {_completed('v')} = 1 GROUP BY {d.day('v.created_at')}",
@@ -561,8 +615,7 @@ def ensure_installed(connection: BaseDatabaseWrapper) -> bool:
     Nothing to do before the rollup tables exist (a database migrated to an older state)."""
     if connection.vendor not in ("postgresql", "sqlite"):
         return False
-    tables = set(connection.introspection.table_names())
-    if not set(ROLLUP_TABLES) <= tables:
+    if not _schema_ready(connection):
         return False
     if installed(connection) == trigger_names(connection.vendor):
         return False
@@ -572,12 +625,20 @@ def ensure_installed(connection: BaseDatabaseWrapper) -> bool:
     return True
 
 
+def _schema_ready(connection: BaseDatabaseWrapper) -> bool:
+    """The tables this version's SQL reads and writes exist, in this version's shape (the members' spans, 0015)."""
+    if not {*ROLLUP_TABLES, READ_PHASE} <= set(connection.introspection.table_names()):
+        return False
+    with connection.cursor() as cursor:
+        columns = {c.name for c in connection.introspection.get_table_description(cursor, MEMBER)}
+    return "until_hour" in columns
+
+
 def install_and_rebuild(apps: Any, schema_editor: Any) -> None:
-    """The migration's forward step. Nothing while a rollup table of this version is still missing (migration 0008
-    runs this module as it is now, before 0014 adds the per-reason counts): the migration that adds the last table
-    runs it again, and the rebuild then counts every record written meanwhile."""
-    connection = schema_editor.connection
-    if not set(ROLLUP_TABLES) <= set(connection.introspection.table_names()):
+    """The migration's forward step. Nothing while the rollup tables are not yet in this version's shape (migrations
+    0008 and 0014 run this module as it is now, before 0015 makes the members spans): the migration that completes
+    them runs it again, and the rebuild then counts every record written meanwhile."""
+    if not _schema_ready(schema_editor.connection):
         return
     with transaction.atomic(using=schema_editor.connection.alias):
         install(schema_editor.connection)
