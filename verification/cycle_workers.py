@@ -18,7 +18,6 @@ by a property test (tests/reviews/test_claim_filter.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -152,17 +151,10 @@ def _unnamed(actor: str | None = None) -> Q:
     return Q(**{f"{actor}__isnull": True}) | _blank(f"{actor}__name")
 
 
-def _some_worker(task: Any, cycle: Any, condition: Callable[[str], Q]) -> Q:
-    """Some worker of ``task``'s ``cycle`` (SPEC §1: a claimant or a submitter, from the sources ``cycle_workers``
-    reads) meets ``condition``, given the path from the source's row to the worker actor."""
-    sources = ((_claims_of(task, cycle), "actor"), (_submissions_of(task, cycle), "submitted_by"))
-    return Q(*(Exists(rows.filter(condition(actor))) for rows, actor in sources), _connector=Q.OR)
-
-
 def rails_certainly_refuse(verifier: Any) -> Q:
     """A condition on ``Verification`` rows: the decision rails (``services.reviews._rail_refusal``, i.e.
     ``check_approval_cycle`` and ``check_verifier`` over ``cycle_workers``) certainly refuse the actor whose pk is
-    ``verifier`` on that verification. Built from the same sources as ``cycle_workers`` (``_claims_of``,
+    ``verifier`` on that verification. Built from the same row sources as ``cycle_workers`` (``_claims_of``,
     ``_submissions_of``, ``_links_of``, the tokens' boundaries and the portal's own), so that one query can pass over
     every item an actor may not decide instead of running the rails item by item (tests/reviews/test_claim_filter.py
     compares the two over generated cases).
@@ -175,26 +167,33 @@ def rails_certainly_refuse(verifier: Any) -> Q:
     - the verifier is a worker of the cycle (``worker-self-verification``) or committed a link of the task,
       superseded or not (``verifier-authored-work``);
     - the verifier shares a boundary with a worker (``shared-execution-boundary``): a token's, or the portal's.
+
+    One ``EXISTS`` per source (each planned subquery costs the claim query planning time on every call).
     """
     task, cycle = OuterRef("task"), OuterRef("cycle")
     # The verifier's own facts do not depend on the row: the database answers them once per query.
-    verifier_unnamed = Exists(Actor.objects.filter(Q(pk=verifier) & _unnamed()))
     verifier_boundaries = ApiToken.objects.filter(actor=verifier).exclude(_blank("boundary")).values("boundary")
     verifier_is_portal = Exists(Actor.objects.filter(pk=verifier, name=PORTAL_ACTOR_NAME))
     verifier_in_portal = verifier_is_portal | Exists(ApiToken.objects.filter(actor=verifier, boundary=PORTAL_BOUNDARY))
+
+    def bars(actor: str) -> Q:
+        """The worker at ``actor`` makes the rails refuse: it is the verifier, unnamed, or shares a boundary."""
+        return (
+            Q(**{actor: verifier})
+            | _unnamed(actor)
+            | Q(**{f"{actor}__tokens__boundary__in": verifier_boundaries})
+            | (Q(**{f"{actor}__name": PORTAL_ACTOR_NAME}) & Q(verifier_in_portal))
+            | (Q(**{f"{actor}__tokens__boundary": PORTAL_BOUNDARY}) & Q(verifier_is_portal))
+        )
+
     return (
         Q(task__isnull=True)
         | Q(cycle__isnull=True)
         | Exists(TaskCycle.objects.filter(task=task, number__gt=cycle))
-        | verifier_unnamed
-        | _some_worker(task, cycle, lambda actor: Q(**{actor: verifier}) | _unnamed(actor))
+        | Exists(Actor.objects.filter(Q(pk=verifier) & _unnamed()))
+        | Exists(_claims_of(task, cycle).filter(bars("actor")))
+        | Exists(_submissions_of(task, cycle).filter(bars("submitted_by")))
         | Exists(_links_of(task).filter(Q(committing_actor=verifier) | _unnamed("committing_actor")))
-        | _some_worker(task, cycle, lambda actor: Q(**{f"{actor}__tokens__boundary__in": verifier_boundaries}))
-        | (verifier_in_portal & _some_worker(task, cycle, lambda actor: Q(**{f"{actor}__name": PORTAL_ACTOR_NAME})))
-        | (
-            verifier_is_portal
-            & _some_worker(task, cycle, lambda actor: Q(**{f"{actor}__tokens__boundary": PORTAL_BOUNDARY}))
-        )
     )
 
 

@@ -213,7 +213,7 @@ def test_next_item_never_claims_for_an_attacker_and_an_unrelated_reviewer_claims
 ) -> None:
     barred = ATTACKERS[attacker](queue, reviewer)
     assert Verification.objects.filter(rails_certainly_refuse(actor_for_user(reviewer).pk), pk=barred.pk).exists()
-    assert review_claim_next(user=reviewer) is None  # the only item, and the SQL form passes over it
+    assert review_claim_next(user=reviewer) is None  # the only item: the rails bar it, the SQL form agrees
     assert _never_leased(barred)
     if attacker.startswith("anyone"):
         assert review_claim_next(user=reviewer2) is None  # stale for everyone
@@ -244,3 +244,25 @@ def test_a_claim_recorded_later_bars_the_item_at_once(queue: Queue, reviewer: An
     claim_record(actor=actor, token=token, task=item.task)
     assert review_claim_next(user=reviewer) is None and _never_leased(item)
     assert review_claim_next(user=reviewer2) == item
+
+
+def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_once_more(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three items at the front the reviewer worked on, then a plain one: the exact rails run on the first barred
+    item (the plain query offered it), then the filtered query offers the plain item, the rails pass it: two runs of
+    the rails for one claim, not one per barred item."""
+    from verification.services import reviews
+
+    barred = [queue.self_review_trap(reviewer, title=f"own work {i}") for i in range(3)]
+    plain = queue.unknown("after them")
+    runs: list[Any] = []
+
+    def counted(locked: Verification, actor: Actor) -> Any:
+        runs.append(locked.pk)
+        return _rail_refusal(locked, actor)
+
+    monkeypatch.setattr(reviews, "_rail_refusal", counted)
+    assert review_claim_next(user=reviewer) == plain
+    assert runs == [barred[0].pk, plain.pk]
+    assert all(_never_leased(item) for item in barred)

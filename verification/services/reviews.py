@@ -156,24 +156,22 @@ def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
         return cursor.rowcount == 1
 
 
-#: The claim query compiled once: its text, its parameters, and the slots among them that take ``now`` ("now") or the
-#: verifier's pk ("verifier"), as (position, what).
-_ClaimSQL = tuple[str, tuple[Any, ...], tuple[tuple[int, str], ...]]
 #: A candidate as the claim query returns it: the verification's pk, its task's pk and its cycle.
 _Candidate = tuple[Any, Any, Any]
 
 #: The claim query's SQL per (connection alias, vendor): compiled once from ``claimable`` (so it is exactly the queue's
-#: membership and order) and ``rails_certainly_refuse``, then run with ``now`` and the verifier put in its
-#: parameters; see ``_claim_sql``.
-_CLAIM_SQL: dict[tuple[str, str], _ClaimSQL | None] = {}
+#: membership and order), then run with ``now`` put in its parameters; see ``_claim_sql``.
+_CLAIM_SQL: dict[tuple[str, str], tuple[str, tuple[Any, ...], tuple[int, ...]] | None] = {}
 _PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
-_VERIFIER_PROBES: Final = (-190_102, -190_203)  # actor pks no row has
 
 
-def _claim_queryset(now: datetime, verifier: Any, exclude: frozenset[Any] = frozenset()) -> Any:
-    """The first claimable item at ``now`` that the rails do not certainly bar the actor ``verifier`` (a pk) from
-    deciding (``cycle_workers.rails_certainly_refuse``: one query passes over them all, issue 15), as a candidate."""
-    candidates = claimable(now=now).filter(~rails_certainly_refuse(verifier))
+def _claim_queryset(now: datetime, exclude: frozenset[Any] = frozenset(), verifier: Any = None) -> Any:
+    """The first claimable item at ``now`` as a candidate. With ``verifier`` (an actor's pk), only one the rails do not
+    certainly bar that actor from deciding (``cycle_workers.rails_certainly_refuse``, issue 15): the query passes over
+    them all at once instead of the rails running on each in turn."""
+    candidates = claimable(now=now)
+    if verifier is not None:
+        candidates = candidates.filter(~rails_certainly_refuse(verifier))
     if exclude:
         candidates = candidates.exclude(pk__in=sorted(exclude, key=str))
     if connection.features.has_select_for_update_skip_locked:
@@ -182,40 +180,37 @@ def _claim_queryset(now: datetime, verifier: Any, exclude: frozenset[Any] = froz
     return candidates.values_list("pk", "task_id", "cycle")[:1]
 
 
-def _claim_sql() -> _ClaimSQL | None:
-    """The first claimable item's query as SQL text, its parameters, and which of them are ``now`` and the verifier.
+def _claim_sql() -> tuple[str, tuple[Any, ...], tuple[int, ...]] | None:
+    """The first claimable item's query as SQL text, its parameters, and which of them are ``now``.
 
-    ``now`` and the verifier are only plain parameters (never in the SQL text), so the text is compiled once per
-    connection and vendor: compiled at two probe instants with two probe verifiers, the parameters that differ are
-    exactly theirs, and each must be the vendor's own form of its probe (else None is cached and the caller compiles
-    the queryset each time). Compiled in a transaction of its own (Django compiles ``select_for_update`` only inside
-    one); it runs no query."""
+    ``claimable`` uses ``now`` only as a plain parameter (never in the SQL text), so the text is compiled once per
+    connection and vendor: compiled at two probe instants, the parameters that differ are exactly ``now``'s, and each
+    must be the vendor's own form of its probe (else None is cached and the caller compiles the queryset each time).
+    Compiled in a transaction of its own (Django compiles ``select_for_update`` only inside one); it runs no query."""
     key = (connection.alias, connection.vendor)
     if key in _CLAIM_SQL:
         return _CLAIM_SQL[key]
     with transaction.atomic():
-        compiled = [
-            _claim_queryset(p, v).query.get_compiler(using=connection.alias).as_sql()
-            for p, v in zip(_PROBES, _VERIFIER_PROBES, strict=True)
-        ]
+        compiled = [_claim_queryset(p).query.get_compiler(using=connection.alias).as_sql() for p in _PROBES]
     (sql, first), (sql2, second) = compiled
+    positions = tuple(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
     adapt = connection.ops.adapt_datetimefield_value
-    differ = [i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b]
-    probes = {(adapt(_PROBES[0]), adapt(_PROBES[1])): "now", _VERIFIER_PROBES: "verifier"}
-    slots = tuple((i, probes.get((first[i], second[i]), "")) for i in differ)
-    if sql != sql2 or {what for _, what in slots} != {"now", "verifier"}:
+    if (
+        sql != sql2
+        or not positions
+        or any(first[i] != adapt(_PROBES[0]) or second[i] != adapt(_PROBES[1]) for i in positions)
+    ):
         _CLAIM_SQL[key] = None
     else:
-        _CLAIM_SQL[key] = (sql, tuple(first), slots)
+        _CLAIM_SQL[key] = (sql, tuple(first), positions)
     return _CLAIM_SQL[key]
 
 
-def _claim_params(compiled: _ClaimSQL, now: datetime, verifier: Any) -> list[Any]:
-    _, params, slots = compiled
+def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: datetime) -> list[Any]:
     values = list(params)
-    given = {"now": connection.ops.adapt_datetimefield_value(now), "verifier": verifier}
-    for i, what in slots:
-        values[i] = given[what]
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    for i in positions:
+        values[i] = stamp
     return values
 
 
@@ -225,16 +220,17 @@ def _candidate(row: Sequence[Any]) -> _Candidate:
     return field("id").to_python(row[0]), field("task").to_python(row[1]), field("cycle").to_python(row[2])
 
 
-def _first_claimable(now: datetime, verifier: Any, exclude: frozenset[Any] = frozenset()) -> _Candidate | None:
-    """The first claimable queue item at ``now`` the rails do not certainly bar ``verifier`` from (locked with SKIP
-    LOCKED on PostgreSQL), or None; never one in ``exclude`` (items this reviewer skipped or the exact rails barred:
-    compiled each time, not cached)."""
-    compiled = None if exclude else _claim_sql()
+def _first_claimable(now: datetime, exclude: frozenset[Any] = frozenset(), verifier: Any = None) -> _Candidate | None:
+    """The first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None; never one in
+    ``exclude`` (items this reviewer skipped or is barred from), nor with ``verifier`` one the rails certainly bar
+    it from (those two: compiled each time, not cached)."""
+    compiled = None if exclude or verifier is not None else _claim_sql()
     if compiled is None:
-        found = _claim_queryset(now, verifier, exclude).first()
+        found = _claim_queryset(now, exclude, verifier).first()
         return None if found is None else _candidate(found)
+    sql, params, positions = compiled
     with connection.cursor() as cursor:
-        cursor.execute(compiled[0], _claim_params(compiled, now, verifier))
+        cursor.execute(sql, _claim_params(params, positions, now))
         row = cursor.fetchone()
     return None if row is None else _candidate(row)
 
@@ -248,13 +244,15 @@ class _Barred(Exception):
 
 
 class _BarredCheck:
-    """The exact rails (``_rail_refusal``) for ``user``'s actor on the one candidate about to be leased. The claim
-    query already passed over what ``rails_certainly_refuse`` bars, so this refuses only what that condition leaves
-    to it; the outcome is the rails' either way."""
+    """The exact rails (``_rail_refusal``) for ``user``'s actor on the one candidate about to be leased: the outcome
+    is always theirs. Once they bar a candidate, ``verifier`` is the actor's pk, and the claim query passes over
+    everything ``rails_certainly_refuse`` bars from then on (a reviewer barred from one item is often barred from
+    many: one query instead of the rails on each); until then it is None and the query is the plain one, compiled
+    once (most claims meet no barred item, and the filter costs the database planning time on every call)."""
 
     def __init__(self, user: Any) -> None:
         self.actor = actor_for_user(user)
-        self.verifier_pk = self.actor.pk
+        self.verifier: Any = None
 
     def __call__(self, candidate: _Candidate) -> bool:
         pk, task_pk, cycle = candidate
@@ -262,14 +260,17 @@ class _BarredCheck:
         verification = Verification(pk=pk, task_id=task_pk, cycle=cycle)
         if task_pk is not None:
             verification.task = Task(pk=task_pk)
-        return _rail_refusal(verification, self.actor) is not None
+        if _rail_refusal(verification, self.actor) is None:
+            return False
+        self.verifier = self.actor.pk
+        return True
 
 
 def _claim_in_steps(user: Any, now: datetime, exclude: frozenset[Any], barred: _BarredCheck) -> tuple[Any, bool]:
     """One attempt, statement by statement in one transaction: (the candidate or None, whether this claim took it).
     The rails run on the candidate (locked) before the lease is written; a barred one raises ``_Barred``."""
     with transaction.atomic():
-        candidate = _first_claimable(now, barred.verifier_pk, exclude)
+        candidate = _first_claimable(now, exclude, barred.verifier)
         if candidate is None:
             return None, False
         pk = candidate[0]
@@ -283,16 +284,17 @@ def _claim_in_steps(user: Any, now: datetime, exclude: frozenset[Any], barred: _
 
 
 def _claim_in_one_statement(
-    user: Any, now: datetime, compiled: _ClaimSQL, barred: _BarredCheck | None = None
+    user: Any, now: datetime, compiled: tuple[str, tuple[Any, ...], tuple[int, ...]], barred: _BarredCheck | None = None
 ) -> tuple[Any, bool]:
     """One attempt as one statement (PostgreSQL's data-modifying ``WITH``): pick the candidate with SKIP LOCKED, upsert
     its lease, append the security-log entry for the lease taken; (the candidate's pk or None, whether it was taken).
 
     A statement is atomic on its own: one round trip per attempt. The upsert's row count is still the arbiter (a lease
     another claimer committed after this statement's snapshot makes the upsert change nothing, so ``taken`` is empty
-    and no entry is written). With ``barred`` (the caller's transaction around this), the pick passes over what the
-    rails certainly bar its actor from, and the exact rails then run on a candidate taken, with the subject the
-    statement returned: a barred one raises ``_Barred`` (the caller's rollback undoes the lease and the entry)."""
+    and no entry is written). With ``barred`` (in the caller's transaction), the exact rails then run on a candidate
+    taken, with the subject the statement returned beside it (no second read of the row): a barred one raises
+    ``_Barred``, and the caller's rollback undoes the lease and the entry."""
+    pick_sql, pick_params, positions = compiled
     field = ReviewLease._meta.get_field
     log_sql, log_params = security_log.security_log_insert_sql(
         kind="claim", user=user, source="taken", target_column="verification_id", at=now
@@ -304,14 +306,14 @@ def _claim_in_one_statement(
     subject = quote(Verification._meta.db_table)
     sql = (
         # The pick's first column is the verification's pk ("pk": Django's alias); its subject is read beside it.
-        f"WITH pick AS ({compiled[0]}), "  # noqa: S608 - compiled SQL and names, no values
+        f"WITH pick AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
         f"taken AS ({upsert} RETURNING {quote('verification_id')}), "
         f"logged AS ({log_sql}) "
         f"SELECT pick.pk, v.{quote('task_id')}, v.{quote('cycle')}, EXISTS (SELECT 1 FROM taken) "
         f"FROM pick JOIN {subject} v ON v.{quote('id')} = pick.pk"
     )
     params = [
-        *_claim_params(compiled, now, None if barred is None else barred.verifier_pk),
+        *_claim_params(pick_params, positions, now),
         *_lease_values(user, now),
         *log_params,
     ]
@@ -332,7 +334,7 @@ def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any], barred: _B
     the rails run for ``user`` before a lease is committed: in the steps before the lease is written; after the one
     statement inside the same transaction, which a barred candidate rolls back (no lease, no log entry is kept).
     Raises ``_Barred`` with the candidate the rails bar ``user`` from."""
-    if connection.vendor == "postgresql" and not exclude:
+    if connection.vendor == "postgresql" and not exclude and barred.verifier is None:
         compiled = _claim_sql()
         if compiled is not None:
             with transaction.atomic():
