@@ -213,11 +213,11 @@ class World:
 def _build_world() -> World:
     """``TASKS`` tasks, each with the same digest rubric as its accepted contract, claimed by an agent, and the
     evidence (the bytes the rubric's digest names) admitted for it by a collector."""
+    from verification.actors.services.actors import actor_create, token_issue
+    from verification.evidence.services import evidence_admit
     from verification.kernel.digests import sha256_digest
-    from verification.services.actors import actor_create, token_issue
-    from verification.services.evidence import evidence_admit
-    from verification.services.rubrics import rubric_register
-    from verification.services.tasks import claim_record, contract_accept, task_create
+    from verification.runs.services.rubrics import rubric_register
+    from verification.runs.services.tasks import claim_record, contract_accept, task_create
 
     owner = actor_create(name="bench-owner", kind="contract_owner")
     agent = actor_create(name="bench-agent", kind="agent")
@@ -250,7 +250,7 @@ def _direct(world: World, count: int) -> tuple[float, list[float], list[Any]]:
     """``verification_submit`` then ``verification_run``, ``count`` times in this process: (seconds, each, ids).
 
     The submission publishes its run to the broker on commit, as the API's does (to a queue nothing consumes)."""
-    from verification.services.verifications import verification_run, verification_submit
+    from verification.runs.services.verifications import verification_run, verification_submit
 
     each: list[float] = []
     ids: list[Any] = []
@@ -268,7 +268,8 @@ def _direct(world: World, count: int) -> tuple[float, list[float], list[Any]]:
 
 
 def _finished(ids: list[str]) -> int:
-    from verification.models import Receipt, Verification
+    from verification.runs.models import Verification
+    from verification.trust.models import Receipt
 
     done = Receipt.objects.filter(verification_id__in=ids, seq=0).count()
     return done + Verification.objects.filter(pk__in=ids, failed_at__isnull=False).count()
@@ -360,7 +361,8 @@ class Figures:
 
 def _checks(ids: list[str]) -> str:
     """Every API verification met its contract with exactly one receipt (a benchmark of wrong answers is void)."""
-    from verification.models import Receipt, Verification
+    from verification.runs.models import Verification
+    from verification.trust.models import Receipt
 
     met = Verification.objects.filter(pk__in=ids, determination="met").count()
     receipts = Receipt.objects.filter(verification_id__in=ids).count()
@@ -542,7 +544,7 @@ def main() -> str | None:
 def _run(  # noqa: PLR0913 - the run's whole context, passed once
     root: Path, var: Path, broker: str, queue: str, token: str, secret_key: str, connection: Any, processes: Processes
 ) -> str:
-    from verification.services.keys import signing_key_create
+    from verification.trust.services.keys import signing_key_create
 
     signing_key_create()
     world = _build_world()

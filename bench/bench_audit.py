@@ -46,9 +46,10 @@ PAYLOAD = {
 
 def _store(total: int, length: int) -> int:
     """``total`` receipts in chains of ``length``, signed with the active key, bulk-inserted; how many chains."""
-    from verification import signing
     from verification.kernel.chain import sign_entry
-    from verification.models import Receipt, Verification
+    from verification.runs.models import Verification
+    from verification.trust import signing
+    from verification.trust.models import Receipt
 
     key_row, private_key = signing.active_signer()
     chains = max(1, total // length)
@@ -95,7 +96,7 @@ def _bare_verify() -> tuple[float, int]:
     """Bare Ed25519 verification of every stored receipt's signature (prepared beforehand); (seconds, count)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from verification.models import Receipt, SigningKey
+    from verification.trust.models import Receipt, SigningKey
 
     keys = {k.key_id: Ed25519PublicKey.from_public_bytes(bytes(k.public_key)) for k in SigningKey.objects.all()}
     prepared = [
@@ -109,7 +110,7 @@ def _bare_verify() -> tuple[float, int]:
 
 
 def _audit() -> tuple[float, Any]:
-    from verification.services.audit import audit_run
+    from verification.trust.services.audit import audit_run
 
     started = time.perf_counter()
     report = audit_run()
@@ -128,7 +129,7 @@ def main() -> str | None:
         _setup_django(Path(tmp) / "var")
         from django.db import connection
 
-        from verification.services.keys import signing_key_create
+        from verification.trust.services.keys import signing_key_create
 
         base_name = connection.settings_dict["NAME"]
         connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_{base_name}"

@@ -69,7 +69,7 @@ def _people() -> tuple[Any, list[tuple[int, int]], int]:
     """A manager to sign in as; the reviewers as (user id, actor id); the portal's actor id."""
     from django.contrib.auth.models import Group, User
 
-    from verification.services.actors import actor_for_user, portal_service_actor
+    from verification.actors.services.actors import actor_for_user, portal_service_actor
 
     manager = User.objects.create_user(username="bench-manager", password=PASSWORD)
     manager.groups.add(Group.objects.get(name="manager"))
@@ -300,8 +300,8 @@ def main() -> str | None:
         from django.test import Client
         from django.test.utils import setup_test_environment, teardown_test_environment
 
-        from verification.models import Verification
-        from verification.services.keys import signing_key_create
+        from verification.runs.models import Verification
+        from verification.trust.services.keys import signing_key_create
 
         base_name = connection.settings_dict["NAME"]
         connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_history_{base_name}"

@@ -49,11 +49,11 @@ class Direct:
     """The portal's services, called in this process."""
 
     def __init__(self) -> None:
+        from verification.actors.services.actors import actor_create, token_issue
         from verification.kernel.digests import sha256_digest
-        from verification.services import verifications
-        from verification.services.actors import actor_create, token_issue
-        from verification.services.rubrics import rubric_register
-        from verification.services.tasks import claim_record, contract_accept, task_create
+        from verification.runs.services import verifications
+        from verification.runs.services.rubrics import rubric_register
+        from verification.runs.services.tasks import claim_record, contract_accept, task_create
 
         verifications._enqueue = lambda verification_id: None  # the run is called directly below
         owner = actor_create(name="bench-owner", kind="contract_owner")
@@ -76,7 +76,7 @@ class Direct:
         self.done = 0
 
     def one(self) -> str:
-        from verification.services.verifications import verification_run, verification_submit
+        from verification.runs.services.verifications import verification_run, verification_submit
 
         task = self.tasks[self.done % TASKS]
         self.done += 1
@@ -97,7 +97,7 @@ class Direct:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from verification.services.verifications import verification_run, verification_submit
+        from verification.runs.services.verifications import verification_run, verification_submit
 
         task = self.tasks[self.done % TASKS]
         self.done += 1
@@ -212,7 +212,9 @@ class Bare:
 
 
 def _direct_rows() -> dict[str, int]:
-    from verification.models import Event, Evidence, Receipt, Verification, VerificationEvidence
+    from verification.evidence.models import Evidence, VerificationEvidence
+    from verification.runs.models import Event, Verification
+    from verification.trust.models import Receipt
 
     models = {"verification": Verification, "evidence": Evidence, "binding": VerificationEvidence,
               "receipt": Receipt, "event": Event}
@@ -254,8 +256,8 @@ def main() -> str | None:
         _setup_django(Path(tmp) / "var")
         from django.db import connection
 
-        from verification import signing
-        from verification.services.keys import signing_key_create
+        from verification.trust import signing
+        from verification.trust.services.keys import signing_key_create
 
         base_name = connection.settings_dict["NAME"]
         connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_{base_name}"

@@ -182,13 +182,20 @@ def _users() -> tuple[Any, list[Any], list[Any]]:
 def _service_templates(reviewer: Any) -> None:
     """The demo queue, a clean PASS, one UNKNOWN decided PASS and one sent back for more evidence: real services."""
     from reviewportal.portal.demo import seed_queue
+    from verification.actors.models import ApiToken
+    from verification.actors.selectors import actor_get
     from verification.kernel.digests import sha256_digest
-    from verification.models import ApiToken, Verification
-    from verification.selectors import actor_get, head_of, receipt_payload
-    from verification.services.reviews import new_request_key, review_claim, review_decide, review_request_evidence
-    from verification.services.rubrics import rubric_register
-    from verification.services.tasks import claim_record, contract_accept, task_create
-    from verification.services.verifications import verification_run, verification_submit
+    from verification.reviews.services.reviews import (
+        new_request_key,
+        review_claim,
+        review_decide,
+        review_request_evidence,
+    )
+    from verification.runs.models import Verification
+    from verification.runs.services.rubrics import rubric_register
+    from verification.runs.services.tasks import claim_record, contract_accept, task_create
+    from verification.runs.services.verifications import verification_run, verification_submit
+    from verification.trust.selectors import head_of, receipt_payload
 
     seed_queue(reviewer=reviewer)
     owner, agent = actor_get("demo-owner"), actor_get("demo-agent")
@@ -220,8 +227,10 @@ def _service_templates(reviewer: Any) -> None:
 
 def _load_templates(world: World) -> None:
     from verification.kernel.canonical import loads_strict
-    from verification.models import Receipt, ReviewDecision, Verification
-    from verification.selectors import receipt_payload
+    from verification.reviews.models import ReviewDecision
+    from verification.runs.models import Verification
+    from verification.trust.models import Receipt
+    from verification.trust.selectors import receipt_payload
 
     for verification in Verification.objects.select_related("task").filter(task__external_ref__in=TEMPLATE_CATEGORY):
         receipts = [
@@ -338,7 +347,9 @@ def _copy_envelope(r: dict[str, Any], mapping: Mapping[str, str]) -> str:
 
 def _rows_for(spec: Spec, world: World, rng: random.Random) -> dict[str, list[Any]]:
     from verification.kernel.chain import content_hash_of, format_created_at, sign_entry, signing_message
-    from verification.models import Receipt, ReviewDecision, ReviewLease, Task, TaskCycle, Verification
+    from verification.reviews.models import ReviewDecision, ReviewLease
+    from verification.runs.models import Task, TaskCycle, Verification
+    from verification.trust.models import Receipt
 
     t = world.templates[spec.template]
     tv = t.verification
@@ -420,7 +431,9 @@ def _fill(total: int, world: World) -> dict[str, int]:
     """Add copies until the database holds ``total`` verifications; VACUUM ANALYZE; the rows per category."""
     from django.db import connection, transaction
 
-    from verification.models import Receipt, ReviewDecision, ReviewLease, Task, TaskCycle, Verification
+    from verification.reviews.models import ReviewDecision, ReviewLease
+    from verification.runs.models import Task, TaskCycle, Verification
+    from verification.trust.models import Receipt
 
     rng = random.Random(SEED + total)
     specs, counts = _plan(total, datetime.now(UTC), rng)
@@ -573,7 +586,7 @@ def _deep_cursor(depth: int) -> tuple[str, int]:
     and the depth used (less when the queue is shorter)."""
     from django.utils import timezone
 
-    from verification.review_selectors import Cursor, queue_items
+    from verification.reviews.selectors import Cursor, queue_items
 
     items = queue_items(now=timezone.now())
     depth = max(0, min(depth, items.count() - 60))
@@ -622,7 +635,7 @@ def _service_claimer(
     """``claims`` times "Next item" through the service; ``tally`` gets (CPU seconds, claims that came back empty)."""
     from django.db import connection
 
-    from verification.services.reviews import review_claim_next_id
+    from verification.reviews.services.reviews import review_claim_next_id
 
     try:
         connection.ensure_connection()
@@ -778,7 +791,7 @@ class _Workers:
 
 def _not_exclusive(users: list[Any], got: list[list[Any]]) -> int:
     """Claims not held by their claimer alone: an item claimed twice, or a claim whose lease someone else holds."""
-    from verification.models import ReviewLease
+    from verification.reviews.models import ReviewLease
 
     claimed = [pk for items in got for pk in items]
     twice = sum(n - 1 for n in Counter(claimed).values() if n > 1)
@@ -887,7 +900,7 @@ def _ms(seconds: float) -> str:
 def _queue_census() -> tuple[int, list[tuple[str, int]]]:
     from django.utils import timezone
 
-    from verification.review_selectors import queue_counts
+    from verification.reviews.selectors import queue_counts
 
     counts = queue_counts(now=timezone.now(), cached=False)
     return sum(n for _, n in counts), counts
@@ -908,9 +921,9 @@ def main() -> str | None:
         from django.conf import settings
         from django.db import connection, connections
 
-        from verification import signing
-        from verification.models import Actor
-        from verification.services.keys import signing_key_create
+        from verification.actors.models import Actor
+        from verification.trust import signing
+        from verification.trust.services.keys import signing_key_create
 
         settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # the test client's host name
         base_name = connection.settings_dict["NAME"]

@@ -117,8 +117,8 @@ class _BarePipeline:
 
 def _service_issue(count: int) -> float:
     """receipt_issue, one verification each (the verifications are made beforehand); seconds taken."""
-    from verification.models import Verification
-    from verification.services.receipts import receipt_issue
+    from verification.runs.models import Verification
+    from verification.trust.services.receipts import receipt_issue
 
     verifications = Verification.objects.bulk_create(
         [Verification(rubric_hash=RUBRIC_HASH, submission_hash=SUBMISSION_HASH) for _ in range(count)]
@@ -152,9 +152,10 @@ def _issue_rates(dsn: dict[str, Any], seed: bytes, total: int, rounds: int = 10)
 
 def _store_chain(length: int) -> Any:
     """A stored chain of ``length`` receipts, signed with the active key (bulk-inserted for speed)."""
-    from verification import signing
     from verification.kernel.chain import sign_entry
-    from verification.models import Receipt, Verification
+    from verification.runs.models import Verification
+    from verification.trust import signing
+    from verification.trust.models import Receipt
 
     verification = Verification.objects.create(rubric_hash=RUBRIC_HASH, submission_hash=SUBMISSION_HASH)
     key_row, private_key = signing.active_signer()
@@ -193,7 +194,7 @@ def _store_chain(length: int) -> Any:
 def _verify_stored(verification: Any) -> tuple[float, float, Any]:
     """Fetch the chain and verify it as ``manage.py verify_proof`` does; (fetch seconds, verify seconds, report)."""
     from verification.kernel.verifier import verify_proof_bytes
-    from verification.selectors import proof_for, trusted_keys
+    from verification.trust.selectors import proof_for, trusted_keys
 
     started = time.perf_counter()
     proof = proof_for(verification)
@@ -215,7 +216,7 @@ def _bare_verify(verification: Any) -> float:
     """Bare Ed25519 verification of the same signatures (keys and messages prepared beforehand); seconds taken."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from verification.models import Receipt, SigningKey
+    from verification.trust.models import Receipt, SigningKey
 
     rows = Receipt.objects.filter(verification=verification).values_list("content_hash", "signature", "key_id")
     keys = {k.key_id: Ed25519PublicKey.from_public_bytes(bytes(k.public_key)) for k in SigningKey.objects.all()}
@@ -258,8 +259,8 @@ def main() -> str | None:
         _setup_django(Path(tmp) / "var")
         from django.db import connection
 
-        from verification import signing
-        from verification.services.keys import signing_key_create
+        from verification.trust import signing
+        from verification.trust.services.keys import signing_key_create
 
         base_name = connection.settings_dict["NAME"]
         connection.settings_dict.setdefault("TEST", {})["NAME"] = f"bench_{base_name}"

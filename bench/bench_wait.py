@@ -1,5 +1,6 @@
 """Bounded-wait benchmark (issue 15; run by ``make bench``): how soon a ``wait_ms`` submission answers after its run
-commits, now that the waiting request is woken by the run's announcement (``verification/run_signal.py``) instead of
+commits, now that the waiting request is woken by the run's announcement
+(``verification/runs/run_signal.py``) instead of
 reading the database at intervals.
 
 ``POST /v1/verifications`` with ``wait_ms=5000`` over real HTTP to gunicorn, one request after the other, each run by
@@ -48,7 +49,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def _waits(api: Any, port: int, world: Any, count: int) -> tuple[list[float], list[float], list[Any]]:
     """``count`` wait_ms submissions: (answer minus the run's last write, request seconds, unexpected answers)."""
-    from verification.models import Event
+    from verification.runs.models import Event
 
     client = api.Client(port, world.agent_raw)
     after_commit: list[float] = []
@@ -103,7 +104,7 @@ def main() -> str | None:  # noqa: PLR0915 - one run, start to end
         try:
             with api._scratch_database() as connection:
                 try:
-                    from verification.services.keys import signing_key_create
+                    from verification.trust.services.keys import signing_key_create
 
                     signing_key_create()
                     world = api._build_world()

@@ -14,6 +14,6 @@ except ConfigurationError as exc:
     exit_on_configuration_error(exc)
 
 # SPEC §8: the web process refuses to start without a usable signing key (one line on stderr, exit 3).
-from verification.signing import require_signing_key  # noqa: E402
+from verification.trust.signing import require_signing_key  # noqa: E402
 
 require_signing_key()

@@ -42,6 +42,6 @@ def _require_signing_key(sender: Any = None, **kwargs: Any) -> None:
 
     if not apps.ready:
         django.setup()
-    from verification.signing import require_signing_key
+    from verification.trust.signing import require_signing_key
 
     require_signing_key()

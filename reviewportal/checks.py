@@ -29,7 +29,8 @@ def sqlite_directory_exists(app_configs: Any = None, **kwargs: Any) -> list[Erro
 
 @register()
 def time_zone_is_utc(app_configs: Any = None, **kwargs: Any) -> list[Error]:
-    """The dashboards' rollups count per UTC day (``verification.rollups``) and show days in the portal's time zone:
+    """The dashboards' rollups count per UTC day
+    (``verification.records.rollups``) and show days in the portal's time zone:
     the two must be the same."""
     if settings.TIME_ZONE == "UTC":
         return []

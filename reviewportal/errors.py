@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import Resolver404, resolve
 
-from reviewportal.roles import ROLES
+from verification.actors.roles import ROLES
 
 #: What each area of the portal needs, in words a person reads on a 403 page.
 NEEDS: Final = {

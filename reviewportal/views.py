@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from reviewportal.roles import role_of
+from verification.actors.roles import role_of
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def _broker_health() -> str:
 
 
 def _signing_key_health() -> str:
-    from verification.signing import SigningKeyUnavailable, active_signer
+    from verification.trust.signing import SigningKeyUnavailable, active_signer
 
     try:
         active_signer()
@@ -67,7 +67,7 @@ def _stuck_detail() -> dict[str, int] | None:
     operators, not a failure of this process (the sweeper works them off), so it never turns the answer into 503."""
     from django.utils import timezone
 
-    from verification.operations_selectors import stuck
+    from verification.runs.operations import stuck
 
     try:
         found = stuck(now=timezone.now(), after_seconds=int(settings.REVIEWPORTAL_STUCK_AFTER_SECONDS), listed=0)

@@ -15,6 +15,6 @@ except ConfigurationError as exc:
 
 # SPEC §8: the web process refuses to start without a usable signing key (one line on stderr, exit 3). runserver
 # loads this module too (WSGI_APPLICATION), so `make run` gets the same gate.
-from verification.signing import require_signing_key  # noqa: E402
+from verification.trust.signing import require_signing_key  # noqa: E402
 
 require_signing_key()

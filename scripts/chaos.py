@@ -61,10 +61,10 @@ WORLD_SCRIPT = r"""
 import json, django
 django.setup()
 from verification.kernel.digests import sha256_digest
-from verification.services.actors import actor_create, token_issue
-from verification.services.evidence import evidence_admit
-from verification.services.rubrics import rubric_register
-from verification.services.tasks import claim_record, contract_accept, task_create
+from verification.actors.services.actors import actor_create, token_issue
+from verification.evidence.services import evidence_admit
+from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.tasks import claim_record, contract_accept, task_create
 notes = __NOTES__
 owner = actor_create(name="chaos-owner", kind="contract_owner")
 agent = actor_create(name="chaos-agent", kind="agent")

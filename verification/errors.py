@@ -38,3 +38,17 @@ class ServiceError(KernelError):
     ) -> None:
         super().__init__(reason, detail, details=details)
         self.http_status = status
+
+
+class PermissionRefused(KernelError):
+    """The acting user may not do this (reason ``permission-denied``)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Reason.PERMISSION_DENIED, detail)
+
+
+class NotFound(KernelError):
+    """The record named does not exist (reason ``not-found``)."""
+
+    def __init__(self, detail: str, **details: Any) -> None:
+        super().__init__(Reason.NOT_FOUND, detail, details=details)

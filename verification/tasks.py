@@ -32,10 +32,10 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
-from verification import metrics
-from verification.services import NotFound
-from verification.services import verifications as services
-from verification.signing import SigningKeyUnavailable
+from verification.errors import NotFound
+from verification.records import metrics
+from verification.runs.services import verifications as services
+from verification.trust.signing import SigningKeyUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def verification_run(self: Any, verification_id: str, failure: str | None = None
 def sweep_verifications() -> dict[str, int]:
     """The sweeper on Celery beat (``CELERY_BEAT_SCHEDULE["sweep-verifications"]``): only calls
     ``services.sweeper.verification_sweep`` (idempotent: re-enqueuing a run that is already queued is harmless)."""
-    from verification.services.sweeper import verification_sweep
+    from verification.runs.services.sweeper import verification_sweep
 
     return verification_sweep().summary()
 
@@ -161,6 +161,6 @@ def sweep_verifications() -> dict[str, int]:
 def audit_chains() -> dict[str, Any]:
     """The continuous audit on Celery beat (``CELERY_BEAT_SCHEDULE["audit-chains"]``): only calls
     ``services.audit.audit_run`` (idempotent: a redelivered run raises no finding twice) and returns its summary."""
-    from verification.services.audit import audit_run
+    from verification.trust.services.audit import audit_run
 
     return audit_run().summary()

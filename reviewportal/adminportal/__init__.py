@@ -1,3 +1,3 @@
 """The admin pages (issue 7): keys and the pin log, receipt chains, evidence, users and tokens, the security log and
 the continuous audit. Thin views (STYLE §10): ``access`` checks who may do what, ``verification.services`` write,
-``verification.admin_selectors`` read."""
+``verification.trust.selectors`` read."""

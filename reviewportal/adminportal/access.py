@@ -1,5 +1,5 @@
 """Who may open which admin page (issue 7; SPEC §0: admins). One permission per section, from the admin role
-(``reviewportal.roles``); the services check again.
+(``verification.actors.roles``); the services check again.
 
 Anonymous users are sent to the login page (302); signed-in users without the permission get 403.
 """

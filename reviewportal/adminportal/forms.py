@@ -6,8 +6,9 @@ from typing import Any
 
 from django import forms
 
-from verification.models import ActorKind, PinPurpose
-from verification.services.actors import SCOPES
+from verification.actors.models import ActorKind
+from verification.actors.services.actors import SCOPES
+from verification.trust.models import PinPurpose
 
 ROLE_CHOICES = [("admin", "admin"), ("manager", "manager"), ("reviewer", "reviewer")]
 PURPOSE_CHOICES = [(p.value, p.label) for p in PinPurpose]

@@ -39,15 +39,20 @@ from reviewportal.adminportal.forms import (
     UserCreateForm,
     VerifyProofForm,
 )
-from verification import admin_selectors as selectors
+from verification.actors import selectors as actors_selectors
+from verification.actors.models import Actor
+from verification.actors.services import users
+from verification.evidence import selectors as evidence_selectors
+from verification.evidence.selectors import evidence_get
 from verification.kernel.canonical import loads_strict
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
-from verification.models import Actor, SecurityEventKind
-from verification.selectors import evidence_get, verification_get
-from verification.services import audit, keys, security_log, users
-from verification.services.security_log import client_address
-from verification.signing import SigningKeyUnavailable
+from verification.runs.selectors import verification_get
+from verification.trust import selectors as trust_selectors
+from verification.trust.models import SecurityEventKind
+from verification.trust.services import audit, keys, security_log
+from verification.trust.services.security_log import client_address
+from verification.trust.signing import SigningKeyUnavailable
 
 GET_POST: Final = require_http_methods(["GET", "POST"])
 CSV_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
@@ -60,7 +65,7 @@ def _refusal(exc: KernelError) -> dict[str, str]:
 
 def _render(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
     """Every admin page shows the portal's own key (SPEC §8: confirm it out of band) and the sections it may open."""
-    base = {"portal_key": selectors.portal_key(), "admin_sections": access.sections(request.user)}
+    base = {"portal_key": trust_selectors.portal_key(), "admin_sections": access.sections(request.user)}
     return render(request, template, {**base, **context}, status=status)
 
 
@@ -82,7 +87,7 @@ def public_keys(request: HttpRequest) -> HttpResponse:
     response = render(
         request,
         "adminportal/public_keys.html",
-        {"portal_key": selectors.portal_key(), "keys": selectors.portal_keys()},
+        {"portal_key": trust_selectors.portal_key(), "keys": trust_selectors.portal_keys()},
     )
     response["Cache-Control"] = "public, max-age=60"
     return response
@@ -103,9 +108,9 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def _keys_context(**extra: Any) -> dict[str, Any]:
     return {
-        "keys": selectors.portal_keys(),
-        "pins": selectors.pins_in_force(),
-        "pin_log": selectors.pin_log_rows(),
+        "keys": trust_selectors.portal_keys(),
+        "pins": trust_selectors.pins_in_force(),
+        "pin_log": trust_selectors.pin_log_rows(),
         "form": PinForm(),
         "refusal": None,
         **extra,
@@ -166,11 +171,11 @@ def key_pin(request: HttpRequest) -> HttpResponse:
 @access.keys_admin
 def key_unpin(request: HttpRequest, key_id: str) -> HttpResponse:
     purpose = request.POST.get("purpose") or request.GET.get("purpose", "")
-    pin = selectors.pin_of(key_id, purpose)
+    pin = trust_selectors.pin_of(key_id, purpose)
     if pin is None:
         raise Http404("this key is not pinned for that purpose")
     form = UnpinForm(request.POST or None, initial={"purpose": purpose})
-    context: dict[str, Any] = {"pin": pin, "fingerprint": selectors.grouped(pin.fingerprint), "form": form}
+    context: dict[str, Any] = {"pin": pin, "fingerprint": trust_selectors.grouped(pin.fingerprint), "form": form}
     if request.method == "POST" and form.is_valid():
         try:
             keys.key_unpin(
@@ -196,13 +201,13 @@ def _denied(exc: KernelError) -> bool:
 @access.keys_admin
 def key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     """Revoke a key for good (SPEC §8), behind a page naming the consequences."""
-    if not selectors.known_key(key_id):
+    if not trust_selectors.known_key(key_id):
         raise Http404("no such key")
-    own = selectors.portal_key_get(key_id)
+    own = trust_selectors.portal_key_get(key_id)
     form = RevokeForm(request.POST or None)
     context: dict[str, Any] = {
         "key_id": key_id,
-        "own": selectors.key_row(own) if own is not None else None,
+        "own": trust_selectors.key_row(own) if own is not None else None,
         "active": own is not None and own.status == "active",
         "form": form,
     }
@@ -253,7 +258,7 @@ def chain(request: HttpRequest, verification_id: Any) -> HttpResponse:
     verification = verification_get(verification_id)
     if verification is None:
         raise Http404("no such verification")
-    report = selectors.verification_chain(verification)
+    report = trust_selectors.verification_chain(verification)
     findings = verification.findings.filter(kind__in=["tamper", "revoked_key"]).order_by("-id")
     return _render(
         request, "adminportal/chain.html", {"verification": verification, "report": report, "findings": findings}
@@ -261,19 +266,19 @@ def chain(request: HttpRequest, verification_id: Any) -> HttpResponse:
 
 
 def _too_large() -> KernelError:
-    return KernelError(Reason.PAYLOAD_TOO_LARGE, f"the proof is larger than {selectors.MAX_PROOF_BYTES} bytes")
+    return KernelError(Reason.PAYLOAD_TOO_LARGE, f"the proof is larger than {trust_selectors.MAX_PROOF_BYTES} bytes")
 
 
 def _read_upload(form: VerifyProofForm) -> bytes:
     """The proof's bytes exactly as uploaded (or as pasted, UTF-8); ``payload-too-large`` above the limit."""
     upload = form.cleaned_data.get("proof_file")
     if upload is not None:
-        if upload.size is not None and upload.size > selectors.MAX_PROOF_BYTES:
+        if upload.size is not None and upload.size > trust_selectors.MAX_PROOF_BYTES:
             raise _too_large()
-        data = bytes(upload.read(selectors.MAX_PROOF_BYTES + 1))
+        data = bytes(upload.read(trust_selectors.MAX_PROOF_BYTES + 1))
     else:
         data = str(form.cleaned_data.get("proof_text") or "").strip().encode("utf-8", errors="surrogatepass")
-    if len(data) > selectors.MAX_PROOF_BYTES:
+    if len(data) > trust_selectors.MAX_PROOF_BYTES:
         raise _too_large()
     return data
 
@@ -305,7 +310,7 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
             context["refusal"] = _refusal(exc)
         else:
             data, context["from_bundle"] = _proof_of(data)
-            context["report"] = selectors.uploaded_proof_report(
+            context["report"] = trust_selectors.uploaded_proof_report(
                 data,
                 trusted_head=form.cleaned_data["trusted_head"].strip(),
                 verification_id=form.cleaned_data["verification_id"].strip(),
@@ -323,7 +328,7 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
 def operations(request: HttpRequest) -> HttpResponse:
     """Verifications queued or running longer than ``REVIEWPORTAL_STUCK_AFTER_SECONDS``: the sweeper publishes their
     runs again; what stays here needs an operator (a worker that does not start, a broker that does not answer)."""
-    from verification.operations_selectors import stuck
+    from verification.runs.operations import stuck
 
     found = stuck(now=timezone.now(), after_seconds=int(settings.REVIEWPORTAL_STUCK_AFTER_SECONDS))
     return _render(
@@ -351,7 +356,7 @@ def audit_page(request: HttpRequest) -> HttpResponse:
             "runs": audit.latest_runs(10),
             "checkpoints": audit.checkpoint_tail(10),
             "checkpoint_path": audit.checkpoint_log_path(),
-            "findings": selectors.audit_findings(),
+            "findings": trust_selectors.audit_findings(),
         },
     )
 
@@ -385,18 +390,18 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
     cursor = request.GET.get("cursor", "").strip() or None
     refusal = None
     try:
-        rows, next_cursor = selectors.evidence_list(filters=filters, cursor=cursor, limit=_page_size())
+        rows, next_cursor = evidence_selectors.evidence_list(filters=filters, cursor=cursor, limit=_page_size())
     except KernelError as exc:
         refusal = _refusal(exc)
         filters, cursor = {"q": "", "state": ""}, None
-        rows, next_cursor = selectors.evidence_list(filters={}, cursor=None, limit=_page_size())
+        rows, next_cursor = evidence_selectors.evidence_list(filters={}, cursor=None, limit=_page_size())
     query = {k: v for k, v in filters.items() if v}
     here = reverse("adminportal:evidence")
     context = {
         "rows": rows,
         "filters": filters,
         "list_refusal": refusal,
-        "states": selectors.EVIDENCE_STATES,
+        "states": trust_selectors.EVIDENCE_STATES,
         "next_url": f"{here}?{urlencode({**query, 'cursor': next_cursor})}" if next_cursor else None,
         "first_url": f"{here}?{urlencode(query)}" if cursor else None,
     }
@@ -411,7 +416,8 @@ def evidence_detail(request: HttpRequest, evidence_id: Any) -> HttpResponse:
     evidence = evidence_get(evidence_id)
     if evidence is None:
         raise Http404("no such evidence")
-    return _render(request, "adminportal/evidence_detail.html", {"detail": selectors.evidence_detail(evidence)})
+    detail = evidence_selectors.evidence_detail(evidence)
+    return _render(request, "adminportal/evidence_detail.html", {"detail": detail})
 
 
 @GET_POST
@@ -422,7 +428,8 @@ def evidence_redact(request: HttpRequest, evidence_id: Any) -> HttpResponse:
     if evidence is None:
         raise Http404("no such evidence")
     form = RedactForm(request.POST or None)
-    context: dict[str, Any] = {"evidence": evidence, "form": form, "detail": selectors.evidence_detail(evidence)}
+    detail = evidence_selectors.evidence_detail(evidence)
+    context: dict[str, Any] = {"evidence": evidence, "form": form, "detail": detail}
     if request.method == "POST" and form.is_valid():
         try:
             security_log.evidence_redact_as_admin(
@@ -441,7 +448,7 @@ def evidence_redact(request: HttpRequest, evidence_id: Any) -> HttpResponse:
 
 
 def _user_or_404(user_id: Any) -> Any:
-    user = selectors.user_get(user_id)
+    user = actors_selectors.user_get(user_id)
     if user is None:
         raise Http404("no such user")
     return user
@@ -450,7 +457,7 @@ def _user_or_404(user_id: Any) -> Any:
 @require_GET
 @access.users_admin
 def users_page(request: HttpRequest) -> HttpResponse:
-    return _render(request, "adminportal/users.html", {"rows": selectors.user_rows()})
+    return _render(request, "adminportal/users.html", {"rows": actors_selectors.user_rows()})
 
 
 @GET_POST
@@ -494,9 +501,9 @@ def _user_context(user: Any, **extra: Any) -> dict[str, Any]:
         "roles": users.roles_of(user),
         "roles_form": RolesForm(initial={"roles": users.roles_of(user)}),
         "actor": actor,
-        "tokens": selectors.token_rows(actor=actor.name) if actor is not None else [],
-        "leases": selectors.leases_held(user),
-        "log": selectors.security_log_of_user(user),
+        "tokens": actors_selectors.token_rows(actor=actor.name) if actor is not None else [],
+        "leases": actors_selectors.leases_held(user),
+        "log": trust_selectors.security_log_of_user(user),
         **extra,
     }
 
@@ -571,8 +578,8 @@ def _tokens_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     actor = request.GET.get("actor", "").strip()
     state = request.GET.get("state", "").strip()
     return {
-        "tokens": selectors.token_rows(actor=actor, state=state)[:500],
-        "actors": selectors.token_actors(),
+        "tokens": actors_selectors.token_rows(actor=actor, state=state)[:500],
+        "actors": actors_selectors.token_actors(),
         "filters": {"actor": actor, "state": state},
         "form": TokenCreateForm(),
         "actor_form": ActorCreateForm(),
@@ -596,7 +603,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     issued = request.session.pop(ISSUED_TOKEN, None)
     extra: dict[str, Any] = {}
     if isinstance(issued, dict):
-        token = selectors.token_get(issued.get("id"))
+        token = actors_selectors.token_get(issued.get("id"))
         if token is not None:
             extra = {"created": token, "raw": str(issued.get("raw", ""))}
     state = prg.kept(request, KEPT_TOKEN)
@@ -617,7 +624,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
     back = reverse("adminportal:tokens") + "#issue"
     if not form.is_valid():
         return prg.refuse(request, KEPT_TOKEN, back, fields=request.POST)
-    actor = selectors.token_actors().filter(name=form.cleaned_data["actor"]).first()
+    actor = actors_selectors.token_actors().filter(name=form.cleaned_data["actor"]).first()
     if actor is None:
         refusal = {"code": Reason.NOT_FOUND.value, "text": explain(Reason.NOT_FOUND), "detail": "no such actor"}
         return prg.refuse(request, KEPT_TOKEN, back, fields=request.POST, refusal=refusal)
@@ -641,7 +648,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
 @access.users_admin
 def token_revoke(request: HttpRequest, token_id: Any) -> HttpResponse:
     """Revoke a token, behind a page naming it and its consequences (like key revocation, issue 14)."""
-    token = selectors.token_get(token_id)
+    token = actors_selectors.token_get(token_id)
     if token is None:
         raise Http404("no such token")
     if request.method != "POST" or request.POST.get("confirm") != "yes":
@@ -683,7 +690,7 @@ def actor_create(request: HttpRequest) -> HttpResponse:
 
 
 def _log_filters(request: HttpRequest) -> dict[str, str]:
-    return {name: request.GET.get(name, "").strip() for name in selectors.SECURITY_FILTERS}
+    return {name: request.GET.get(name, "").strip() for name in trust_selectors.SECURITY_FILTERS}
 
 
 @require_GET
@@ -694,11 +701,11 @@ def security_log_page(request: HttpRequest) -> HttpResponse:
     cursor = request.GET.get("cursor", "").strip() or None
     refusal = None
     try:
-        rows, next_cursor = selectors.security_log_page(filters=filters, cursor=cursor, limit=_page_size())
+        rows, next_cursor = trust_selectors.security_log_page(filters=filters, cursor=cursor, limit=_page_size())
     except KernelError as exc:
         refusal = _refusal(exc)
-        filters, cursor = dict.fromkeys(selectors.SECURITY_FILTERS, ""), None
-        rows, next_cursor = selectors.security_log_page(filters={}, cursor=None, limit=_page_size())
+        filters, cursor = dict.fromkeys(trust_selectors.SECURITY_FILTERS, ""), None
+        rows, next_cursor = trust_selectors.security_log_page(filters={}, cursor=None, limit=_page_size())
     query = {k: v for k, v in filters.items() if v}
     here = reverse("adminportal:security-log")
     context = {
@@ -731,7 +738,7 @@ class _Echo:
 def security_log_csv(request: HttpRequest) -> HttpResponseBase:
     """The filtered log as CSV, streamed (every matching entry, newest first)."""
     try:
-        rows = selectors.security_log_rows(_log_filters(request))
+        rows = trust_selectors.security_log_rows(_log_filters(request))
         first = next(rows, None)
     except KernelError as exc:
         return HttpResponse(f"{exc.reason.value}: {exc.detail}\n", status=400, content_type="text/plain")

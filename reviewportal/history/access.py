@@ -1,4 +1,4 @@
-"""Who may see and do what here (issue 6; roles in ``reviewportal/roles.py``).
+"""Who may see and do what here (issue 6; roles in ``verification/actors/roles.py``).
 
 - ``view_history`` (reviewers, managers, admins): the history, timelines, exports, proof bundles and dashboards. The
   dashboards are aggregates of the same rows the history shows one by one, so they need nothing more.
@@ -6,7 +6,7 @@
 - ``close_finding`` (managers, admins): acknowledging or closing a finding, with a rationale. Reviewers may not.
 
 Each view states its requirement with one decorator: anonymous users go to the login page (302), signed-in users
-without the permission get 403. The services check again (``verification.services.findings``, ``…exports``).
+without the permission get 403. The services check again (``verification.reviews.services.findings``, ``…exports``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from typing import Any, Final
 
 from django import forms
 
-from verification import history_selectors as hs
 from verification.kernel.reasons import Reason
+from verification.records import selectors as hs
 
 MAX_RATIONALE_CHARS: Final = 10_000
 

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Final
 
-from verification.selectors import task_get
+from verification.runs.selectors import task_get
 
 SUBJECT: Final = re.compile(r"^(?P<task>[0-9a-fA-F-]{32,36})@(?P<cycle>\d+)$")
 

@@ -34,16 +34,17 @@ from reviewportal.history.access import (
 from reviewportal.history.forms import FindingStepForm, HistoryFilterForm
 from reviewportal.history.presenters import detail_words, subject_words
 from reviewportal.webwords import field_problems
-from verification import history_selectors as hs
+from verification.actors.services.actors import actor_for_user
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
-from verification.models import Receipt, Verification
-from verification.read_state import reasons_in_use
-from verification.selectors import task_get, verification_get
-from verification.services import exports
-from verification.services.actors import actor_for_user
-from verification.services.findings import finding_acknowledge, finding_close
+from verification.records import exports
+from verification.records import selectors as hs
+from verification.reviews.services.findings import finding_acknowledge, finding_close
+from verification.runs.models import Verification
+from verification.runs.read_state import reasons_in_use
+from verification.runs.selectors import task_get, verification_get
+from verification.trust.models import Receipt
 
 PAGE_SIZE: Final = 50
 #: The admin area's chain view (issue 7), if it is routed: ``reverse(CHAIN_VIEW, kwargs={"verification_id": …})``.

@@ -1,5 +1,5 @@
 """The reviewer's pages: the queue, one item's review page, decisions (docs/guide-reviewer.md).
 
-Thin views (STYLE §10): ``access`` checks who may do what, ``verification.services.reviews`` writes,
-``verification.selectors`` and ``verification.review_selectors`` read.
+Thin views (STYLE §10): ``access`` checks who may do what, ``verification.reviews.services.reviews`` writes,
+``verification.runs.selectors`` and ``verification.reviews.selectors`` read.
 """

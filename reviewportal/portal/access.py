@@ -1,7 +1,7 @@
 """Who may do what in the portal (issue 5 §1): reviewers and admins decide; managers read everything, decide nothing.
 
 Each view states its requirement with one decorator. Anonymous users are sent to the login page (302), signed-in
-users without the permission get 403. The services check again (``verification.services.reviews``).
+users without the permission get 403. The services check again (``verification.reviews.services.reviews``).
 """
 
 from __future__ import annotations

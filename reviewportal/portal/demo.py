@@ -18,23 +18,19 @@ from typing import Any, Final
 from django.db import transaction
 from django.utils import timezone
 
-from verification import storage
+from verification.actors.models import Actor, ApiToken
+from verification.actors.selectors import actor_get
+from verification.actors.services.actors import SCOPES as ALL_TOKEN_SCOPES
+from verification.actors.services.actors import actor_create, actor_for_user, token_issue
+from verification.evidence import storage
 from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
-from verification.models import Actor, ApiToken, Task, Verification
-from verification.review_selectors import queue_items
-from verification.selectors import actor_get, head_of, receipt_payload
-from verification.services.actors import SCOPES as ALL_TOKEN_SCOPES
-from verification.services.actors import actor_create, actor_for_user, token_issue
-from verification.services.rubrics import rubric_register
-from verification.services.tasks import (
-    baseline_capture,
-    case_freeze,
-    claim_record,
-    contract_accept,
-    task_create,
-)
-from verification.services.verifications import result_deliver, verification_run, verification_submit
+from verification.reviews.selectors import queue_items
+from verification.runs.models import Task, Verification
+from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.tasks import baseline_capture, case_freeze, claim_record, contract_accept, task_create
+from verification.runs.services.verifications import result_deliver, verification_run, verification_submit
+from verification.trust.selectors import head_of, receipt_payload
 
 DEMO_PREFIX: Final = "demo:"
 SCOPES: Final = sorted(ALL_TOKEN_SCOPES)

@@ -25,13 +25,14 @@ from django.views.decorators.http import require_GET, require_POST
 from reviewportal.portal import loop
 from reviewportal.portal.access import can_decide, reader_required, reviewer_required
 from reviewportal.webwords import field_problems
-from verification import review_selectors
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
-from verification.models import ReviewAction, Verification
-from verification.selectors import verification_get
-from verification.services import reviews
+from verification.reviews import selectors as review_selectors
+from verification.reviews.models import ReviewAction
+from verification.reviews.services import reviews
+from verification.runs.models import Verification
+from verification.runs.selectors import verification_get
 
 logger = logging.getLogger(__name__)
 csp_logger = logging.getLogger("reviewportal.csp")

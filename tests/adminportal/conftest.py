@@ -35,8 +35,9 @@ from tests.verification.conftest import (  # noqa: F401 - fixtures shared with t
 from verification import db_guards
 from verification.kernel.chain import sign_entry
 from verification.kernel.keys import PrivateKey
-from verification.models import Receipt, SigningKey, Verification
-from verification.selectors import receipt_payload
+from verification.runs.models import Verification
+from verification.trust.models import Receipt, SigningKey
+from verification.trust.selectors import receipt_payload
 
 
 @pytest.fixture

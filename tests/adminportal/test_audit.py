@@ -22,19 +22,11 @@ from verification.kernel.canonical import canonical_text
 from verification.kernel.findings import FindingKind
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason
-from verification.models import (
-    AuditLeaf,
-    AuditRun,
-    Finding,
-    PinAction,
-    PinEntry,
-    PinPurpose,
-    Receipt,
-    SecurityLogEntry,
-)
-from verification.services import audit
-from verification.services.audit import audit_run, parse_checkpoint, verify_checkpoint
-from verification.services.keys import key_revoke, signing_key_rotate
+from verification.reviews.models import Finding
+from verification.trust.models import AuditLeaf, AuditRun, PinAction, PinEntry, PinPurpose, Receipt, SecurityLogEntry
+from verification.trust.services import audit
+from verification.trust.services.audit import audit_run, parse_checkpoint, verify_checkpoint
+from verification.trust.services.keys import key_revoke, signing_key_rotate
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +43,7 @@ def _codes(report: audit.AuditReport) -> set[tuple[str, str]]:
 
 
 def _record_leaves() -> int:
-    from verification.models import AuditRecordLeaf
+    from verification.trust.models import AuditRecordLeaf
 
     return AuditRecordLeaf.objects.count()
 
@@ -123,7 +115,7 @@ def test_backdated_receipts_are_appended_not_inserted(
     signing_key: Any, make_verification: Any, checkpoint_log: Path
 ) -> None:
     """A receipt signed with an earlier created_at than one already in the tree still gets the next position."""
-    from verification.services.receipts import receipt_issue
+    from verification.trust.services.receipts import receipt_issue
 
     receipt_issue(verification=make_verification(), kind="run", payload={"verdict": "PASS"})
     audit_run()
@@ -323,7 +315,7 @@ def test_checkpoints_signed_by_a_since_revoked_key_are_set_aside(
 def test_key_states_that_disagree_with_the_pin_log_are_tamper(
     chain: Any, checkpoint_log: Path, signing_key: Any
 ) -> None:
-    from verification.models import SigningKey
+    from verification.trust.models import SigningKey
 
     SigningKey.objects.filter(pk=signing_key.pk).update(status="revoked", revoked_at=timezone.now())
     report = audit_run()
@@ -373,7 +365,7 @@ def test_a_removed_checkpoint_log_is_noticed(chain: Any, checkpoint_log: Path) -
 def test_a_checkpoint_larger_than_the_tree_is_inconsistent(
     chain: Any, checkpoint_log: Path, signing_key: Any
 ) -> None:
-    from verification import signing
+    from verification.trust import signing
 
     audit_run()
     private = signing.private_key_for(signing_key)

@@ -20,7 +20,7 @@ from verification.kernel.merkle import (
     root_from_hashes,
     verify_consistency,
 )
-from verification.services.audit import StreamingTree, consistency_proof_ranges
+from verification.trust.services.audit import StreamingTree, consistency_proof_ranges
 
 
 def _hashes(n: int) -> list[bytes]:

@@ -17,7 +17,7 @@ from tests.adminportal.conftest import tamper_envelope
 from verification.kernel.chain import sign_entry
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason, explain
-from verification.selectors import proof_for
+from verification.trust.selectors import proof_for
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_a_tampered_chain_shows_the_failing_step_and_entry(admin: Client, chain:
 
 
 def test_a_revoked_key_fails_step_5_with_its_code(admin: Client, chain: Any, admin_user: Any) -> None:
-    from verification.services.keys import key_revoke, signing_key_rotate
+    from verification.trust.services.keys import key_revoke, signing_key_rotate
 
     verification, receipts = chain
     signing_key_rotate()
@@ -72,7 +72,7 @@ def test_a_revoked_key_fails_step_5_with_its_code(admin: Client, chain: Any, adm
 
 
 def test_a_chain_with_audit_findings_lists_them(admin: Client, chain: Any, checkpoint_log: Any) -> None:
-    from verification.services.audit import audit_run
+    from verification.trust.services.audit import audit_run
 
     verification, receipts = chain
     tamper_envelope(receipts[0], '"verdict":"PENDING"', '"verdict":"PASS"')

@@ -11,12 +11,13 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.portal.conftest import Queue
-from verification import storage
+from verification.evidence import storage
+from verification.evidence.models import Evidence
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Evidence, SecurityLogEntry
-from verification.services import security_log
-from verification.services.reviews import new_request_key, review_claim, review_decide
+from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.trust.models import SecurityLogEntry
+from verification.trust.services import security_log
 
 pytestmark = pytest.mark.django_db
 

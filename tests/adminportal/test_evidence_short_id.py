@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.portal.conftest import Queue
-from verification.models import Evidence
+from verification.evidence.models import Evidence
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason, explain
-from verification.models import PinEntry, SecurityLogEntry, SigningKey
-from verification.selectors import pin_state
+from verification.trust.models import PinEntry, SecurityLogEntry, SigningKey
+from verification.trust.selectors import pin_state
 
 pytestmark = pytest.mark.django_db
 
@@ -164,7 +164,7 @@ def test_the_public_key_page_needs_no_sign_in(client: Client, signing_key: Any) 
 
 
 def test_the_keys_page_lists_retired_and_revoked_keys(admin: Client, signing_key: Any, admin_user: Any) -> None:
-    from verification.services.keys import key_revoke, signing_key_rotate
+    from verification.trust.services.keys import key_revoke, signing_key_rotate
 
     signing_key_rotate()
     key_revoke(key_id=signing_key.key_id, reason="compromised", channel="call", actor_user=admin_user)

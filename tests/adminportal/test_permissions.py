@@ -19,8 +19,9 @@ from django.urls import URLPattern, reverse
 
 from reviewportal.adminportal import urls as admin_urls
 from tests.portal.conftest import Queue
-from verification.models import ApiToken, Evidence
-from verification.services.actors import actor_for_user, token_issue
+from verification.actors.models import ApiToken
+from verification.actors.services.actors import actor_for_user, token_issue
+from verification.evidence.models import Evidence
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +110,8 @@ def clients(make_user: Any) -> dict[str, Client]:
 
 
 def _records() -> dict[str, int]:
-    from verification.models import FindingEvent, PinEntry, Receipt, SecurityLogEntry
+    from verification.reviews.models import FindingEvent
+    from verification.trust.models import PinEntry, Receipt, SecurityLogEntry
 
     return {m.__name__: m.objects.count() for m in (Receipt, PinEntry, FindingEvent, SecurityLogEntry)}
 

@@ -10,9 +10,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from verification.actors.models import ApiToken
+from verification.actors.services import users
 from verification.kernel.keys import PrivateKey
-from verification.models import ApiToken, PinEntry, SecurityLogEntry
-from verification.services import users
+from verification.trust.models import PinEntry, SecurityLogEntry
 
 pytestmark = pytest.mark.django_db
 

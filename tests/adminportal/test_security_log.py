@@ -17,16 +17,12 @@ from django.utils import timezone
 
 from tests.conftest import owner_cursor
 from tests.portal.conftest import PASSWORD, Queue
+from verification.actors.services.actors import actor_for_user
 from verification.db_guards import AppendOnlyError, installed_triggers
-from verification.models import (
-    Finding,
-    FindingAction,
-    FindingEvent,
-    SecurityLogEntry,
-)
-from verification.services.actors import actor_for_user
-from verification.services.reviews import new_request_key, review_claim, review_decide, review_release
-from verification.services.security_log import security_log_record
+from verification.reviews.models import Finding, FindingAction, FindingEvent
+from verification.reviews.services.reviews import new_request_key, review_claim, review_decide, review_release
+from verification.trust.models import SecurityLogEntry
+from verification.trust.services.security_log import security_log_record
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +83,7 @@ def test_claims_releases_and_decisions_are_recorded(queue: Queue, reviewer: Any)
 
 
 def test_finding_acknowledgements_and_closures_are_recorded(manager: Any) -> None:
-    from verification.services.actors import portal_service_actor
+    from verification.actors.services.actors import portal_service_actor
 
     finding = Finding(kind="tamper", reason="tamper", refs=["x"], dedupe_key="f" * 64)
     finding.save()
@@ -101,8 +97,8 @@ def test_finding_acknowledgements_and_closures_are_recorded(manager: Any) -> Non
 
 
 def test_key_and_token_events_from_any_path_are_recorded(signing_key: Any, admin_user: Any) -> None:
-    from verification.services.actors import token_issue, token_revoke
-    from verification.services.keys import signing_key_rotate
+    from verification.actors.services.actors import token_issue, token_revoke
+    from verification.trust.services.keys import signing_key_rotate
 
     signing_key_rotate()  # the command's path, not the admin page's
     token, _ = token_issue(actor=actor_for_user(admin_user), boundary="laptop", scopes=["events:read"])
@@ -190,7 +186,8 @@ AUDIT_APPEND_ONLY_TABLES = ("verification_securitylogentry", "verification_audit
 
 @pytest.mark.parametrize("table", AUDIT_APPEND_ONLY_TABLES)
 def test_the_database_refuses_to_edit_or_delete_them(table: str, admin_user: Any, signing_key: Any) -> None:
-    from verification.models import AuditLeaf, AuditRun, Verification
+    from verification.runs.models import Verification
+    from verification.trust.models import AuditLeaf, AuditRun
 
     if table == "verification_securitylogentry":
         security_log_record(kind="key-pin", user=admin_user, target="k")
@@ -210,9 +207,9 @@ def test_the_database_refuses_to_edit_or_delete_them(table: str, admin_user: Any
 
 
 def test_the_export_reads_every_page(admin: Client, admin_user: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from verification import admin_selectors
+    from verification.trust import selectors as trust_selectors
 
-    monkeypatch.setattr(admin_selectors, "EXPORT_PAGE", 2)
+    monkeypatch.setattr(trust_selectors, "EXPORT_PAGE", 2)
     made = [security_log_record(kind="key-pin", user=admin_user, target=f"k{i}") for i in range(5)]
     response = admin.get(reverse("adminportal:security-log-csv"), {"kind": "key-pin"})
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))

@@ -19,16 +19,16 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.verification.conftest import key_admin  # noqa: F401 - the fixture, by name
-from verification import trust
-from verification.admin_selectors import verification_chain
 from verification.kernel.canonical import canonical_text
 from verification.kernel.chain import sign_entry
 from verification.kernel.journal import JournalRefused, build_line, line_hash, verify_journal
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason
-from verification.models import PinEntry, Receipt, SigningKey
-from verification.selectors import head_of, jwks_document, verification_view
-from verification.services.audit import audit_run
+from verification.runs.selectors import verification_view
+from verification.trust import root as trust
+from verification.trust.models import PinEntry, Receipt, SigningKey
+from verification.trust.selectors import head_of, jwks_document, verification_chain
+from verification.trust.services.audit import audit_run
 
 
 def _insert(table: str, row: dict[str, Any]) -> None:
@@ -105,7 +105,7 @@ def test_the_insert_only_forgery_is_trusted_nowhere(chain: Any, checkpoint_log: 
     assert view["kernel_verdict"] is None
 
     # the review page: no verdict either, flagged with the code
-    from verification.review_selectors import review_view
+    from verification.reviews.selectors import review_view
 
     page = review_view(verification, now=timezone.now())
     assert (page.verdict, page.determination, page.flagged) == ("", None, True)
@@ -139,7 +139,7 @@ def test_an_honest_chain_reads_and_audits_clean(chain: Any, checkpoint_log: Path
 def test_the_journal_records_every_key_event_signed_and_chained(
     signing_key: Any, key_admin: Any  # noqa: F811 - the fixture, by name
 ) -> None:
-    from verification.services.keys import key_pin, key_revoke, key_unpin, signing_key_rotate
+    from verification.trust.services.keys import key_pin, key_revoke, key_unpin, signing_key_rotate
 
     other = PrivateKey.generate().public_key
     key_pin(actor_user=key_admin, jwk_or_pem_text=other.to_pem(), purpose="evidence-source",
@@ -190,7 +190,7 @@ def test_seal_pin_journal_seals_an_existing_deployment_once(
 
     from django.core.management import CommandError, call_command
 
-    from verification.services.keys import key_pin, signing_key_rotate
+    from verification.trust.services.keys import key_pin, signing_key_rotate
 
     issuer = PrivateKey.generate().public_key
     key_pin(actor_user=key_admin, jwk_or_pem_text=issuer.to_pem(), purpose="proof-signing",
@@ -229,9 +229,9 @@ def _seed_records(verification: Any) -> None:
     """A finding (with its raised event) and a security-log entry, so that every kind of leaf is in the tree."""
     from verification.kernel.findings import Finding as KernelFinding
     from verification.kernel.findings import FindingKind
-    from verification.models import SecurityEventKind
-    from verification.services.findings import finding_raise
-    from verification.services.security_log import security_log_record
+    from verification.reviews.services.findings import finding_raise
+    from verification.trust.models import SecurityEventKind
+    from verification.trust.services.security_log import security_log_record
 
     finding_raise(finding=KernelFinding(kind=FindingKind.DISAGREEMENT, refs=("a", "b"), detail="seed"),
                   subject="", verification=verification, receipt_refs=[])
@@ -239,7 +239,8 @@ def _seed_records(verification: Any) -> None:
 
 
 def test_every_kind_of_record_is_a_leaf(chain: Any, checkpoint_log: Path) -> None:
-    from verification.models import AuditRecordLeaf, Finding, FindingEvent, SecurityLogEntry
+    from verification.reviews.models import Finding, FindingEvent
+    from verification.trust.models import AuditRecordLeaf, SecurityLogEntry
 
     verification, _ = chain
     _seed_records(verification)
@@ -286,7 +287,7 @@ def test_truncating_an_append_only_table_is_checkpoint_inconsistent(
 
 def test_cached_columns_are_checked_against_the_head_receipt(chain: Any, checkpoint_log: Path) -> None:
     """The queue reads Verification's cached columns; the audit compares them with the receipts they derive from."""
-    from verification.models import Verification
+    from verification.runs.models import Verification
 
     verification, receipts = chain
     head = receipts[-1]
@@ -305,8 +306,8 @@ def test_cached_columns_are_checked_against_the_head_receipt(chain: Any, checkpo
 
 
 def test_the_subject_timeline_shows_no_verdict_from_the_forged_receipt(chain: Any, checkpoint_log: Path) -> None:
-    from verification.history_selectors import subject_timeline
-    from verification.models import Task, Verification
+    from verification.records.selectors import subject_timeline
+    from verification.runs.models import Task, Verification
 
     verification, receipts = chain
     task = Task.objects.create(title="subject of the forgery")

@@ -11,13 +11,15 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.portal.conftest import Queue
+from verification.actors.models import Actor, ApiToken
+from verification.actors.services import users
+from verification.actors.services.actors import actor_for_user, token_authenticate, token_issue
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Actor, ApiToken, ReviewLease, SecurityLogEntry
-from verification.review_selectors import claimable
-from verification.services import users
-from verification.services.actors import actor_for_user, token_authenticate, token_issue
-from verification.services.reviews import review_claim
+from verification.reviews.models import ReviewLease
+from verification.reviews.selectors import claimable
+from verification.reviews.services.reviews import review_claim
+from verification.trust.models import SecurityLogEntry
 
 pytestmark = pytest.mark.django_db
 

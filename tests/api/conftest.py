@@ -17,8 +17,8 @@ import pytest
 from django.test import Client
 
 from tests.verification.conftest import signing_key, var_dir  # noqa: F401 - fixtures shared with the receipts tests
+from verification.actors.services.actors import SCOPES
 from verification.kernel.digests import sha256_digest
-from verification.services.actors import SCOPES
 
 ALL_SCOPES = tuple(sorted(SCOPES))
 
@@ -104,7 +104,7 @@ def api() -> Api:
 
 @pytest.fixture
 def make_caller(db: None) -> Any:
-    from verification.services.actors import actor_create, token_issue
+    from verification.actors.services.actors import actor_create, token_issue
 
     def make(name: str, kind: str, *, boundary: str | None = None, scopes: tuple[str, ...] = ALL_SCOPES) -> Caller:
         actor = actor_create(name=name, kind=kind)

@@ -14,10 +14,11 @@ import pytest
 
 from tests.api.conftest import NOTES, NOTES_DIGEST, Api, Cast, assert_error, b64, contracted_task, digest_rubric
 from verification.errors import ServiceError
+from verification.evidence.models import Evidence
 from verification.kernel import limits
 from verification.kernel.criteria import register_rubric
 from verification.kernel.errors import RubricError
-from verification.models import Evidence, Rubric, Verification
+from verification.runs.models import Rubric, Verification
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +104,7 @@ def test_evidence_numbers_and_dates_out_of_range_are_refused(
 def test_the_services_refuse_what_the_api_refuses(cast: Cast) -> None:
     from datetime import datetime
 
-    from verification.services.evidence import evidence_admit
+    from verification.evidence.services import evidence_admit
 
     for kwargs in ({"max_age_seconds": HUGE}, {"collected_at": datetime.fromisoformat(FAR_DATES[0])},
                    {"expires_at": datetime.fromisoformat(FAR_DATES[1])}):
@@ -125,7 +126,7 @@ def test_the_largest_accepted_numbers_give_a_run_that_succeeds(signing_key: Any,
                          caller=cast.agent)
     assert submitted.status_code in (200, 202), submitted.content
     vid = submitted.json()["id"]
-    from verification.services.verifications import verification_run
+    from verification.runs.services.verifications import verification_run
 
     if submitted.json()["status"] == "queued":
         verification_run(verification_id=vid)

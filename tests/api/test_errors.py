@@ -274,7 +274,7 @@ def test_an_agent_cannot_bring_an_imported_result(api: Api, cast: Cast, task_id:
 def test_a_bug_is_a_logged_500_of_the_same_shape(
     api: Api, cast: Cast, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from verification.services import tasks as task_services
+    from verification.runs.services import tasks as task_services
 
     def broken(**kwargs: Any) -> Any:
         raise RuntimeError("a defect")

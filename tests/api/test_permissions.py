@@ -86,7 +86,7 @@ def test_a_bad_token_is_401(
 
 
 def test_a_revoked_token_is_401(api: Api, cast: Cast, ids: dict[str, str]) -> None:
-    from verification.services.actors import token_revoke
+    from verification.actors.services.actors import token_revoke
 
     assert api.get("/v1/events", caller=cast.agent).status_code == 200
     token_revoke(token=cast.agent.token)

@@ -12,8 +12,9 @@ import pytest
 
 from tests.api.conftest import NOTES, NOTES_DIGEST, OTHER, Api, Cast, assert_error, b64, contracted_task
 from verification.kernel.digests import sha256_digest
-from verification.models import ArrivedResult, Receipt, Verification
-from verification.selectors import head_of, receipt_payload
+from verification.runs.models import ArrivedResult, Verification
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of, receipt_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ def _ran(response: Any) -> str:
     """The verification's id once its run has happened (on commit is not reached inside a test's transaction)."""
     assert response.status_code in (200, 202), response.content
     if response.json()["status"] == "queued":
-        from verification.services.verifications import verification_run
+        from verification.runs.services.verifications import verification_run
 
         verification_run(verification_id=response.json()["id"])
     return str(response.json()["id"])

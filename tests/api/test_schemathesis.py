@@ -78,7 +78,7 @@ def world(db: None, signing_key: Any) -> dict[str, str]:
     from django.test import Client
 
     from tests.api.conftest import NOTES, b64
-    from verification.services.actors import actor_create, token_issue
+    from verification.actors.services.actors import actor_create, token_issue
 
     actor = actor_create(name="fuzzer", kind="external_verifier")
     _, raw = token_issue(actor=actor, boundary="fuzz-host", scopes=list(ALL_SCOPES))
@@ -178,7 +178,7 @@ def with_real_ids_if_unlinked(case: Any, world: dict[str, str]) -> None:
 
 
 def _exists(name: str, value: str) -> bool:
-    from verification import selectors
+    from verification.runs import selectors
 
     found = selectors.task_get(value) if name == "task_id" else selectors.verification_get(value)
     return found is not None

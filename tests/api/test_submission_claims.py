@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tests.api.conftest import NOTES, NOTES_DIGEST, OTHER, Api, Cast, assert_error, b64, contracted_task
 from verification.kernel.claims import BoundBytes, evaluate_claim
 from verification.kernel.digests import sha256_digest
-from verification.models import Verification
-from verification.selectors import head_of, receipt_payload
+from verification.runs.models import Verification
+from verification.trust.selectors import head_of, receipt_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def _submit(api: Api, cast: Cast, content: bytes, claims: list[dict[str, str]]) 
     assert response.status_code in (200, 202), response.content
     vid = response.json()["id"]
     if response.json()["status"] == "queued":
-        from verification.services.verifications import verification_run
+        from verification.runs.services.verifications import verification_run
 
         verification_run(verification_id=vid)
     read = api.get(f"/v1/verifications/{vid}", caller=cast.agent)
@@ -80,7 +80,7 @@ def test_a_contradicted_claim_flags_for_review_and_leaves_the_determination(
     assert view["flagged"] is True and view["flag_reason"] == "needs_review: claim-contradicted"
     from django.utils import timezone
 
-    from verification.selectors import review_queue
+    from verification.reviews.selectors_base import review_queue
 
     assert Verification.objects.get(pk=view["id"]) in review_queue(now=timezone.now())
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.cache import cache
 
 from tests.api.conftest import Api, Cast, assert_error
-from verification.models import Rubric
+from verification.runs.models import Rubric
 
 pytestmark = pytest.mark.django_db
 

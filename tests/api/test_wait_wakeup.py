@@ -1,6 +1,6 @@
 """A ``wait_ms`` submission is woken by its run's announcement, not by sleeping (issue 15).
 
-The view subscribes to the verification's channel (``verification.run_signal``) and waits on it; a test seam stands
+The view subscribes to the verification's channel (``verification.runs.run_signal``) and waits on it; a test seam stands
 in for the channel and for the worker, so no timing is involved: the view must answer 200 with the finished result
 without calling ``time.sleep`` once. The channels themselves are tested against the real services: Redis pub/sub on
 the broker (``broker`` marker) and PostgreSQL LISTEN/NOTIFY (``postgres`` marker): an announcement made after the
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import NOTES, Api, Cast, b64, contracted_task
-from verification import run_signal
+from verification.runs import run_signal
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_the_wait_is_woken_by_the_announcement_and_never_sleeps(
 ) -> None:
     from verification import tasks
     from verification.api import views
-    from verification.services.verifications import verification_run
+    from verification.runs.services.verifications import verification_run
 
     api, cast, task_id = ready
     monkeypatch.setattr(tasks.verification_run, "delay", lambda verification_id: None)  # no worker: the seam runs it

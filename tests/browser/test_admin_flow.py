@@ -15,9 +15,11 @@ from tests.adminportal.conftest import tamper_envelope
 from tests.browser.conftest import Console
 from tests.portal.conftest import Queue
 from tests.verification.conftest import chain, make_verification  # noqa: F401 - fixtures used below, by name
+from verification.actors.services.actors import actor_for_user, token_issue
+from verification.evidence.models import Evidence
 from verification.kernel.keys import PrivateKey
-from verification.models import Evidence, PinEntry, ReviewLease
-from verification.services.actors import actor_for_user, token_issue
+from verification.reviews.models import ReviewLease
+from verification.trust.models import PinEntry
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -14,7 +14,7 @@ import pytest
 from tests.browser.conftest import Console
 from tests.history.conftest import Story, decide, story  # noqa: F401 - the fixture, by name
 from tests.portal.conftest import Queue
-from verification.models import FindingEvent
+from verification.reviews.models import FindingEvent
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

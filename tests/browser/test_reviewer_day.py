@@ -16,7 +16,10 @@ from django.core.management import call_command
 
 from tests.browser.conftest import Console
 from tests.portal.conftest import PASSWORD, ensure_roles
-from verification.models import ApiToken, Finding, ReviewDecision, ReviewLease, SigningKey, Verification
+from verification.actors.models import ApiToken
+from verification.reviews.models import Finding, ReviewDecision, ReviewLease
+from verification.runs.models import Verification
+from verification.trust.models import SigningKey
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -10,8 +10,10 @@ import pytest
 
 from tests.browser.conftest import Console
 from tests.portal.conftest import Queue
-from verification.models import Receipt, ReviewLease, Verification
-from verification.selectors import head_of
+from verification.reviews.models import ReviewLease
+from verification.runs.models import Verification
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -33,11 +33,12 @@ from tests.portal.conftest import (  # noqa: F401 - fixtures shared with the por
 )
 from tests.verification.conftest import signing_key, var_dir  # noqa: F401 - fixtures shared with the receipts tests
 from tests.verification.service_world import NOTES, inline
-from verification.models import Finding, Task, Verification
-from verification.services import verifications
-from verification.services.reviews import new_request_key, review_claim, review_decide
-from verification.services.tasks import task_create
-from verification.services.verifications import verification_add_evidence, verification_run
+from verification.reviews.models import Finding
+from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.runs.models import Task, Verification
+from verification.runs.services import verifications
+from verification.runs.services.tasks import task_create
+from verification.runs.services.verifications import verification_add_evidence, verification_run
 
 
 def client_for(user: Any) -> Client:

@@ -1,6 +1,6 @@
 """The dashboards (issue 6 §3) equal their definitions over the base tables, whatever wrote the rows.
 
-Every dashboard aggregate of ``verification.history_selectors`` is checked against a reference computed here in plain
+Every dashboard aggregate of ``verification.records.selectors`` is checked against a reference computed here in plain
 Python from rows read straight from the records (verifications, review decisions, findings and their events), never
 through the functions under test or their aggregate code. The state is built by as many write paths as practical:
 the real services (submissions and runs, claims and decisions, requests for more evidence, re-runs that supersede,
@@ -33,16 +33,17 @@ from django.utils import timezone
 from tests.history.conftest import Bulk, Story, decide
 from tests.portal.conftest import Queue
 from tests.verification.service_world import CONFIG_AFTER, inline
-from verification import history_selectors as hs
+from verification.actors.services.actors import actor_for_user, portal_service_actor
 from verification.kernel.errors import KernelError
 from verification.kernel.findings import Finding as KernelFinding
 from verification.kernel.findings import FindingKind
-from verification.models import Finding, FindingEvent, ReviewDecision, Verification
-from verification.review_selectors import queue_items
-from verification.services.actors import actor_for_user, portal_service_actor
-from verification.services.findings import finding_acknowledge, finding_close, finding_raise
-from verification.services.reviews import new_request_key, review_claim, review_request_evidence
-from verification.services.verifications import verification_add_evidence, verification_run, verification_submit
+from verification.records import selectors as hs
+from verification.reviews.models import Finding, FindingEvent, ReviewDecision
+from verification.reviews.selectors import queue_items
+from verification.reviews.services.findings import finding_acknowledge, finding_close, finding_raise
+from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.runs.models import Verification
+from verification.runs.services.verifications import verification_add_evidence, verification_run, verification_submit
 
 pytestmark = pytest.mark.django_db
 

@@ -16,10 +16,10 @@ from django.utils import timezone
 from reviewportal.history import charts
 from tests.history.conftest import Bulk, Story, client_for, decide
 from tests.portal.conftest import Queue
-from verification import history_selectors as hs
-from verification.models import Verification
-from verification.services.actors import actor_for_user
-from verification.services.findings import finding_close
+from verification.actors.services.actors import actor_for_user
+from verification.records import selectors as hs
+from verification.reviews.services.findings import finding_close
+from verification.runs.models import Verification
 
 pytestmark = pytest.mark.django_db
 

@@ -22,12 +22,13 @@ from django.utils import timezone
 
 from tests.history.conftest import Bulk, Story, client_for
 from tests.verification.test_verify_proof_script import run_verify_proof
-from verification import history_selectors as hs
+from verification.errors import PermissionRefused
 from verification.kernel.chain import sign_entry
 from verification.kernel.keys import PrivateKey
-from verification.models import Task, Verification
-from verification.selectors import head_of
-from verification.services import PermissionRefused, exports
+from verification.records import exports
+from verification.records import selectors as hs
+from verification.runs.models import Task, Verification
+from verification.trust.selectors import head_of
 
 pytestmark = pytest.mark.django_db
 

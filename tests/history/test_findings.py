@@ -11,15 +11,15 @@ import pytest
 from django.db import transaction
 
 from tests.history.conftest import Story, client_for
-from verification import history_selectors as hs
+from verification.actors.models import Actor, ActorKind
+from verification.actors.services.actors import actor_create, actor_for_user, portal_service_actor
 from verification.db_guards import AppendOnlyError
-from verification.errors import ServiceError
+from verification.errors import PermissionRefused, ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Actor, ActorKind, FindingEvent
-from verification.services import PermissionRefused
-from verification.services.actors import actor_create, actor_for_user, portal_service_actor
-from verification.services.findings import finding_acknowledge, finding_close
+from verification.records import selectors as hs
+from verification.reviews.models import FindingEvent
+from verification.reviews.services.findings import finding_acknowledge, finding_close
 
 pytestmark = pytest.mark.django_db
 

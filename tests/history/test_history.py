@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from tests.history.conftest import Bulk, Story, client_for, decide
 from tests.portal.conftest import Queue
-from verification import history_selectors as hs
 from verification.errors import ServiceError
 from verification.kernel.reasons import Reason
-from verification.models import Verification
-from verification.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.records import selectors as hs
+from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.runs.models import Verification
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +89,7 @@ def test_the_state_of_each_kind_of_verification(story: Story, queue: Queue, revi
     for state, wanted in expected.items():
         assert {pk for pk, label in shown.items() if label == state} == wanted, state
     # in_review is exactly the reviewer queue (issue 5).
-    from verification.review_selectors import queue_items
+    from verification.reviews.selectors import queue_items
 
     assert set(queue_items(now=now).values_list("pk", flat=True)) == expected["in_review"]
 

@@ -17,7 +17,7 @@ from django.urls import NoReverseMatch, URLPattern, reverse
 from reviewportal.history import urls as history_urls
 from reviewportal.history.views import CHAIN_VIEW
 from tests.history.conftest import Story
-from verification.models import FindingEvent
+from verification.reviews.models import FindingEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -37,9 +37,10 @@ from tests.history.test_dashboard_consistency import (
     ref_queue_ids,
     scenario,
 )
-from verification.models import QueueReasonCount, Verification
-from verification.review_selectors import queue_counts, queue_items
-from verification.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.records.models import QueueReasonCount
+from verification.reviews.selectors import queue_counts, queue_items
+from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.runs.models import Verification
 
 pytestmark = pytest.mark.django_db
 __all__ = ["scenario"]  # the fixture, shared with the dashboards' consistency tests

@@ -16,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from tests.history.conftest import Bulk
-from verification.review_selectors import Cursor, RowAfter, queue_items, queue_page, queue_rank
+from verification.reviews.selectors import Cursor, RowAfter, queue_items, queue_page, queue_rank
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from typing import Any
 from tests.history.conftest import Story, client_for
 from tests.history.test_exports import csv_rows, streamed
 from verification.kernel.reasons import Reason
-from verification.models import FindingEvent
+from verification.reviews.models import FindingEvent
 
 
 def test_the_exports_carry_the_rationale_of_the_decision_and_none_for_an_automated_head(

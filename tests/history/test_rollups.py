@@ -1,4 +1,5 @@
-"""The dashboards' rollups (``verification.rollups``): what the triggers keep equals what ``rebuild`` recomputes from
+"""The dashboards' rollups
+(``verification.records.rollups``): what the triggers keep equals what ``rebuild`` recomputes from
 the records, the triggers come back (with a recount) when something removed them, and the portal refuses a time zone
 the daily counts do not match. Their agreement with each dashboard's definition is ``test_dashboard_consistency``'s.
 """
@@ -16,10 +17,11 @@ from django.utils import timezone
 from tests.conftest import as_owner, owner_cursor
 from tests.history.conftest import Bulk, Story, decide
 from tests.portal.conftest import Queue
-from verification import models, rollups
-from verification.models import Verification
-from verification.services.actors import actor_for_user
-from verification.services.findings import finding_close
+from verification import models
+from verification.actors.services.actors import actor_for_user
+from verification.records import rollups
+from verification.reviews.services.findings import finding_close
+from verification.runs.models import Verification
 
 pytestmark = pytest.mark.django_db
 
@@ -166,8 +168,8 @@ def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
     from django.db import connection as main_connection
     from django.db import transaction
 
-    from verification.models import ReviewDecision
-    from verification.services.reviews import new_request_key
+    from verification.reviews.models import ReviewDecision
+    from verification.reviews.services.reviews import new_request_key
 
     items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="UNKNOWN", automated_verdict="UNKNOWN",
                      determination="cannot_determine", flagged=True, reason="missing-baseline")

@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from tests.history.conftest import Story, client_for
 from tests.portal.conftest import Queue
-from verification import history_selectors as hs
-from verification.models import Receipt, TaskCycle
-from verification.selectors import head_of
+from verification.records import selectors as hs
+from verification.runs.models import TaskCycle
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +75,7 @@ def test_a_reopened_subject_shows_each_cycle(story: Story, queue: Queue) -> None
 
 
 def test_a_request_for_more_evidence_is_on_the_timeline(queue: Queue, reviewer: Any, manager: Any) -> None:
-    from verification.services.reviews import new_request_key, review_claim, review_request_evidence
+    from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
 
     item = queue.unknown("needs config")
     review_claim(user=reviewer, verification=item)

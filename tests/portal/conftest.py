@@ -32,14 +32,14 @@ from tests.verification.service_world import (
     semantic_entry,
     unchanged_entry,
 )
-from verification import storage
+from verification.actors.services.actors import actor_for_user, token_issue
+from verification.evidence import storage
 from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
-from verification.models import Verification
-from verification.selectors import head_of, receipt_payload
-from verification.services.actors import actor_for_user, token_issue
-from verification.services.tasks import baseline_capture, case_freeze, claim_record, link_record, task_create
-from verification.services.verifications import result_deliver
+from verification.runs.models import Verification
+from verification.runs.services.tasks import baseline_capture, case_freeze, claim_record, link_record, task_create
+from verification.runs.services.verifications import result_deliver
+from verification.trust.selectors import head_of, receipt_payload
 
 PASSWORD = "correct-horse-battery-staple"
 

@@ -17,23 +17,25 @@ from django.utils import timezone
 
 from tests.portal.conftest import Queue
 from tests.verification.service_world import NOTES, inline
-from verification.errors import ServiceError
+from verification.errors import PermissionRefused, ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import verify_strict
-from verification.models import Event, Finding, Receipt, ReviewDecision, ReviewLease, Verification
-from verification.review_selectors import in_queue, queue_items
-from verification.selectors import head_of, proof_for, receipt_payload, trusted_keys, verification_view
-from verification.services import PermissionRefused
-from verification.services.reviews import (
+from verification.reviews.models import Finding, ReviewDecision, ReviewLease
+from verification.reviews.selectors import in_queue, queue_items
+from verification.reviews.services.reviews import (
     new_request_key,
     review_claim,
     review_claim_next,
     review_decide,
     review_request_evidence,
 )
-from verification.services.tasks import task_reopen
-from verification.services.verifications import verification_add_evidence, verification_run
+from verification.runs.models import Event, Verification
+from verification.runs.selectors import verification_view
+from verification.runs.services.tasks import task_reopen
+from verification.runs.services.verifications import verification_add_evidence, verification_run
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of, proof_for, receipt_payload, trusted_keys
 
 pytestmark = pytest.mark.django_db
 
@@ -428,7 +430,7 @@ def test_the_lease_is_renewed_while_the_page_is_open(queue: Queue, reviewer: Any
 def test_managers_see_what_awaits_evidence_and_the_feed_carries_the_request(
     queue: Queue, reviewer: Any, manager: Any
 ) -> None:
-    from verification.services.actors import token_issue
+    from verification.actors.services.actors import token_issue
 
     verification = queue.unknown("waiting")
     review_claim(user=reviewer, verification=verification)

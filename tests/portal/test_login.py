@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from reviewportal.models import PORTAL_PERMISSIONS
-from reviewportal.roles import ROLE_PERMISSIONS, role_of
+from verification.actors.roles import ROLE_PERMISSIONS, role_of
 
 pytestmark = pytest.mark.django_db
 

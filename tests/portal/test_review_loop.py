@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from tests.portal.conftest import Queue
 from verification.kernel.reasons import Reason
-from verification.models import Receipt, ReviewDecision, ReviewLease, SecurityLogEntry, Verification
-from verification.services.reviews import (
+from verification.reviews.models import ReviewDecision, ReviewLease
+from verification.reviews.services.reviews import (
     MAX_RATIONALE_CHARS,
     new_request_key,
     review_bar,
@@ -23,6 +23,8 @@ from verification.services.reviews import (
     review_claim_next,
     review_decide,
 )
+from verification.runs.models import Verification
+from verification.trust.models import Receipt, SecurityLogEntry
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,10 @@ import pytest
 from django.test import Client
 
 from tests.portal.conftest import Queue
-from verification.models import Receipt
-from verification.review_selectors import segments
-from verification.selectors import active_signing_key
-from verification.services.keys import key_unpin
+from verification.reviews.selectors import segments
+from verification.trust.models import Receipt
+from verification.trust.selectors import active_signing_key
+from verification.trust.services.keys import key_unpin
 
 pytestmark = pytest.mark.django_db
 

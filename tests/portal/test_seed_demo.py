@@ -15,9 +15,11 @@ from django.utils import timezone
 from reviewportal.management.commands import seed_demo
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Receipt, ReviewLease, Task, Verification
-from verification.review_selectors import queue_page
-from verification.services.reviews import new_request_key, review_claim, review_claim_next, review_decide
+from verification.reviews.models import ReviewLease
+from verification.reviews.selectors import queue_page
+from verification.reviews.services.reviews import new_request_key, review_claim, review_claim_next, review_decide
+from verification.runs.models import Task, Verification
+from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db
 

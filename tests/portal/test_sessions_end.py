@@ -14,10 +14,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.portal.conftest import Queue
+from verification.actors.services import users
 from verification.kernel.reasons import Reason
-from verification.models import ReviewLease, SecurityLogEntry
-from verification.services import users
-from verification.services.reviews import review_claim
+from verification.reviews.models import ReviewLease
+from verification.reviews.services.reviews import review_claim
+from verification.trust.models import SecurityLogEntry
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from tests.portal.conftest import PASSWORD, ensure_roles
-from verification.services.actors import SCOPES, actor_create, token_issue
+from verification.actors.services.actors import SCOPES, actor_create, token_issue
 
 pytestmark = pytest.mark.django_db
 

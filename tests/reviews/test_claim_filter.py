@@ -20,21 +20,14 @@ from hypothesis import strategies as st
 
 from tests.portal.conftest import Queue
 from tests.verification.service_world import CONFIG_AFTER, Party, inline, unchanged_entry
-from verification.cycle_workers import rails_certainly_refuse
-from verification.models import (
-    Actor,
-    ApiToken,
-    Claim,
-    Link,
-    ReviewLease,
-    SecurityLogEntry,
-    Task,
-    TaskCycle,
-    Verification,
-)
-from verification.services.actors import actor_for_user, portal_service_actor, token_issue
-from verification.services.reviews import _rail_refusal, review_claim_next
-from verification.services.tasks import claim_record, contract_accept, link_record, task_create, task_reopen
+from verification.actors.models import Actor, ApiToken
+from verification.actors.services.actors import actor_for_user, portal_service_actor, token_issue
+from verification.reviews.models import ReviewLease
+from verification.reviews.services.reviews import _rail_refusal, review_claim_next
+from verification.runs.cycle_workers import rails_certainly_refuse
+from verification.runs.models import Claim, Link, Task, TaskCycle, Verification
+from verification.runs.services.tasks import claim_record, contract_accept, link_record, task_create, task_reopen
+from verification.trust.models import SecurityLogEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -252,7 +245,7 @@ def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_
     """Three items at the front the reviewer worked on, then a plain one: the exact rails run on the first barred
     item (the plain query offered it), then the filtered query offers the plain item, the rails pass it: two runs of
     the rails for one claim, not one per barred item."""
-    from verification.services import reviews
+    from verification.reviews.services import reviews
 
     barred = [queue.self_review_trap(reviewer, title=f"own work {i}") for i in range(3)]
     plain = queue.unknown("after them")

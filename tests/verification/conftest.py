@@ -52,7 +52,7 @@ def run_manage(args: list[str], var: Path, **env_overrides: str) -> subprocess.C
 @pytest.fixture
 def var_dir(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh var dir for this test; no signing key from the environment; no cached private key."""
-    from verification import signing
+    from verification.trust import signing
 
     monkeypatch.delenv(signing.ENV_PEM, raising=False)
     monkeypatch.delenv(signing.ENV_FILE, raising=False)
@@ -65,7 +65,7 @@ def var_dir(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
 @pytest.fixture
 def signing_key(db: None, var_dir: Path) -> Any:
     """The portal's active signing key, created as ``manage.py create_signing_key`` does (pinned for proof-signing)."""
-    from verification.services.keys import signing_key_create
+    from verification.trust.services.keys import signing_key_create
 
     row, created = signing_key_create()
     assert created
@@ -74,7 +74,7 @@ def signing_key(db: None, var_dir: Path) -> Any:
 
 @pytest.fixture
 def make_verification(db: None) -> Callable[..., Any]:
-    from verification.models import Verification
+    from verification.runs.models import Verification
 
     def make(rubric_hash: str = RUBRIC_HASH, submission_hash: str = SUBMISSION_HASH) -> Verification:
         return Verification.objects.create(rubric_hash=rubric_hash, submission_hash=submission_hash)
@@ -84,7 +84,7 @@ def make_verification(db: None) -> Callable[..., Any]:
 
 def issue_chain(verification: Any) -> list[Any]:
     """A real chain of three receipts: run -> result -> decision (the decision supersedes the result)."""
-    from verification.services.receipts import receipt_issue
+    from verification.trust.services.receipts import receipt_issue
 
     run = receipt_issue(
         verification=verification,
@@ -136,7 +136,7 @@ def chain(signing_key: Any, make_verification: Callable[..., Any]) -> tuple[Any,
 
 @pytest.fixture
 def key_admin(db: None, django_user_model: Any, signing_key: Any) -> Any:
-    """A member of the admin role (reviewportal/roles.py), who may change the pin log (the portal's key exists:
+    """A member of the admin role (verification/actors/roles.py), who may change the pin log (the portal's key exists:
     every pin-log change is signed into the pin journal by it)."""
     from django.contrib.auth.models import Group
 

@@ -11,13 +11,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from verification.actors.models import Actor, ApiToken
+from verification.actors.services.actors import SCOPES, actor_create, token_issue
 from verification.kernel.digests import sha256_digest
-from verification.models import Actor, ApiToken, Receipt, Rubric, Task, Verification
-from verification.selectors import head_of, receipt_payload, verification_view
-from verification.services.actors import SCOPES, actor_create, token_issue
-from verification.services.rubrics import rubric_register
-from verification.services.tasks import claim_record, contract_accept, task_create
-from verification.services.verifications import verification_run, verification_submit
+from verification.runs.models import Rubric, Task, Verification
+from verification.runs.selectors import verification_view
+from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.tasks import claim_record, contract_accept, task_create
+from verification.runs.services.verifications import verification_run, verification_submit
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of, receipt_payload
 
 ALL_SCOPES = sorted(SCOPES)
 

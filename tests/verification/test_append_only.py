@@ -16,7 +16,7 @@ from tests.verification.conftest import issue_chain
 from verification import db_guards
 from verification.db_guards import AppendOnlyError
 from verification.kernel.reasons import Reason
-from verification.models import PinEntry, Receipt
+from verification.trust.models import PinEntry, Receipt
 
 TABLES = {"receipt": "verification_receipt", "pin entry": "verification_pinentry"}
 

@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 from tests.conftest import DATABASE_VARIABLES
 from tests.verification.conftest import REPO_ROOT
 from verification.kernel.keys import PrivateKey
-from verification.selectors import jwks_document
+from verification.trust.selectors import jwks_document
 
 # The identity point: one of the 14 small-order encodings.
 SMALL_ORDER_JWK = '{"kty":"OKP","crv":"Ed25519","x":"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}'

@@ -9,9 +9,9 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from verification.kernel.verifier import verify_strict
-from verification.models import Receipt
-from verification.selectors import head_of, proof_for, trusted_keys
-from verification.services.receipts import receipt_issue
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of, proof_for, trusted_keys
+from verification.trust.services.receipts import receipt_issue
 
 THREADS = 8
 PER_THREAD = 6

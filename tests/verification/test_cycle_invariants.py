@@ -21,17 +21,18 @@ from tests.verification.service_world import (
     inline,
     unchanged_entry,
 )
-from verification.cycle_workers import cycle_workers
+from verification.actors.services.actors import actor_create, actor_for_user, token_issue
 from verification.errors import ServiceError
 from verification.kernel.digests import sha256_digest
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Claim, ContractAcceptance, ReviewDecision, Verification
-from verification.selectors import head_of, receipt_payload
-from verification.services.actors import actor_create, actor_for_user, token_issue
-from verification.services.reviews import new_request_key, review_claim, review_decide
-from verification.services.rubrics import rubric_register
-from verification.services.tasks import claim_record, contract_accept, link_record, task_create, task_reopen
+from verification.reviews.models import ReviewDecision
+from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.runs.cycle_workers import cycle_workers
+from verification.runs.models import Claim, ContractAcceptance, Verification
+from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.tasks import claim_record, contract_accept, link_record, task_create, task_reopen
+from verification.trust.selectors import head_of, receipt_payload
 
 pytestmark = pytest.mark.django_db
 

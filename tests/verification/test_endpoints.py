@@ -11,12 +11,12 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from verification import signing
 from verification.kernel.canonical import loads_strict
 from verification.kernel.keys import PublicKey, load_jwks
 from verification.kernel.verifier import TrustedKey, verify_strict
-from verification.models import SigningKey
-from verification.services.keys import signing_key_rotate
+from verification.trust import signing
+from verification.trust.models import SigningKey
+from verification.trust.services.keys import signing_key_rotate
 
 JWKS_URL = "/.well-known/acretix-verify/keys.json"
 REVOKED_URL = "/.well-known/acretix-verify/revoked.json"

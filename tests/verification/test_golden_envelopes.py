@@ -42,16 +42,16 @@ from tests.verification.service_world import (
     semantic_entry,
     unchanged_entry,
 )
-from verification import storage
+from verification.actors.services.actors import actor_create, token_issue
+from verification.evidence import storage
+from verification.evidence.models import VerificationEvidence
+from verification.evidence.services import evidence_admit, evidence_redact
 from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
 from verification.kernel.keys import PrivateKey, sign_evidence_digest
-from verification.models import Receipt, Verification, VerificationEvidence
-from verification.services.actors import actor_create, token_issue
-from verification.services.evidence import evidence_admit, evidence_redact
-from verification.services.keys import key_pin
-from verification.services.rubrics import rubric_register
-from verification.services.tasks import (
+from verification.runs.models import Verification
+from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.tasks import (
     baseline_capture,
     case_freeze,
     contract_accept,
@@ -59,7 +59,9 @@ from verification.services.tasks import (
     manifest_report,
     task_create,
 )
-from verification.services.verifications import result_deliver
+from verification.runs.services.verifications import result_deliver
+from verification.trust.models import Receipt
+from verification.trust.services.keys import key_pin
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +106,7 @@ def deterministic(monkeypatch: pytest.MonkeyPatch, var_dir: Path) -> Iterator[Cl
             elif isinstance(model_field, models.DateTimeField) and model_field.has_default():
                 monkeypatch.setattr(model_field, "_get_default", clock)
     monkeypatch.setattr(PrivateKey, "generate", classmethod(lambda cls: cls.from_seed(PORTAL_SEED)))
-    from verification.services.keys import signing_key_create
+    from verification.trust.services.keys import signing_key_create
 
     signing_key_create()
     yield clock

@@ -17,14 +17,14 @@ from django.core.management.base import CommandError
 
 from tests.conftest import DATABASE_VARIABLES
 from tests.verification.conftest import REPO_ROOT, run_manage
-from verification import signing
+from verification.errors import NotFound, PermissionRefused
 from verification.kernel.errors import KeyRefused
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason
-from verification.models import PinEntry, SigningKey
-from verification.selectors import pin_state, published_keys, revoked_keys, trusted_keys
-from verification.services import NotFound, PermissionRefused
-from verification.services.keys import (
+from verification.trust import signing
+from verification.trust.models import PinEntry, SigningKey
+from verification.trust.selectors import pin_state, published_keys, revoked_keys, trusted_keys
+from verification.trust.services.keys import (
     SYSTEM_CREATE,
     key_pin,
     key_revoke,
@@ -32,7 +32,7 @@ from verification.services.keys import (
     signing_key_create,
     signing_key_rotate,
 )
-from verification.signing import SigningKeyUnavailable
+from verification.trust.signing import SigningKeyUnavailable
 
 #: What a subprocess must not inherit from this run (prefixes; the CI pass sets some).
 _INHERITED_NOT = (*DATABASE_VARIABLES, "REVIEWPORTAL_SIG")

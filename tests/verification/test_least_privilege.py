@@ -21,12 +21,13 @@ from django.utils import timezone
 
 from tests.conftest import owner_cursor, split_roles
 from verification import db_guards, db_roles
+from verification.actors.services.actors import actor_for_user
 from verification.kernel.findings import Finding as KernelFinding
 from verification.kernel.findings import FindingKind
-from verification.models import AuditLeaf, AuditRecordLeaf, AuditRun, ReviewDecision
-from verification.services.actors import actor_for_user
-from verification.services.findings import finding_raise
-from verification.services.security_log import security_log_record
+from verification.reviews.models import ReviewDecision
+from verification.reviews.services.findings import finding_raise
+from verification.trust.models import AuditLeaf, AuditRecordLeaf, AuditRun
+from verification.trust.services.security_log import security_log_record
 
 pytestmark = pytest.mark.django_db
 

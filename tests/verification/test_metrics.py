@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.verification.service_world import NOTES, OTHER_DIGEST, World, digest_entry, inline, unchanged_entry
 from verification.kernel.reasons import Reason
-from verification.review_selectors import count_queue_reasons
-from verification.services.tasks import task_create
+from verification.reviews.selectors import count_queue_reasons
+from verification.runs.services.tasks import task_create
 
 pytestmark = pytest.mark.django_db
 

@@ -12,10 +12,11 @@ from django.test import override_settings
 
 from tests.verification.service_world import World, digest_entry, inline
 from verification.errors import ServiceError
+from verification.evidence.models import Evidence
 from verification.kernel.reasons import Reason
-from verification.models import Evidence, Verification
-from verification.services.verifications import verification_add_evidence, verification_submit
-from verification.submissions import Submission
+from verification.runs.models import Verification
+from verification.runs.services.verifications import verification_add_evidence, verification_submit
+from verification.runs.submissions import Submission
 
 pytestmark = pytest.mark.django_db
 

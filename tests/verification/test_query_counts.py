@@ -16,10 +16,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.verification.service_world import World, digest_entry, inline
+from verification.evidence.models import VerificationEvidence
 from verification.kernel.digests import sha256_digest
-from verification.models import Receipt, VerificationEvidence
-from verification.services.tasks import task_create
-from verification.services.verifications import verification_run, verification_submit
+from verification.runs.services.tasks import task_create
+from verification.runs.services.verifications import verification_run, verification_submit
+from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db
 

@@ -24,13 +24,14 @@ from hypothesis import strategies as st
 from tests.history.test_dashboard_consistency import BUCKETS, bucket_of
 from tests.portal.conftest import make_user, reviewer  # noqa: F401 - fixtures
 from tests.verification.service_world import NOTES, OTHER_DIGEST, World, digest_entry, imported_entry, inline
-from verification import history_selectors as hs
 from verification.errors import ServiceError
-from verification.models import ReviewAction, ReviewDecision, Verification
-from verification.review_selectors import in_queue, queue_counts, queue_items
-from verification.selectors import verification_view
-from verification.services.reviews import new_request_key, review_claim, review_decide
-from verification.services.verifications import result_deliver, verification_add_evidence, verification_run
+from verification.records import selectors as hs
+from verification.reviews.models import ReviewAction, ReviewDecision
+from verification.reviews.selectors import in_queue, queue_counts, queue_items
+from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.runs.models import Verification
+from verification.runs.selectors import verification_view
+from verification.runs.services.verifications import result_deliver, verification_add_evidence, verification_run
 
 pytestmark = pytest.mark.django_db
 

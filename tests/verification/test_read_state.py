@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from tests.api.conftest import Api, Cast, api, cast, contracted_task, make_caller  # noqa: F401 - fixtures
 from tests.verification.service_world import NOTES, OTHER_DIGEST, World, digest_entry, imported_entry, inline
 from verification.errors import ServiceError
-from verification.history_selectors import export_rows, history_queryset
 from verification.kernel.determination import Determination, Status
 from verification.kernel.verdicts import Verdict
-from verification.models import ReadPhase, Verification
-from verification.selectors import verification_list, verification_view
-from verification.services.verifications import result_deliver, verification_run
+from verification.records.selectors import export_rows, history_queryset
+from verification.runs.models import ReadPhase, Verification
+from verification.runs.selectors import verification_list, verification_view
+from verification.runs.services.verifications import result_deliver, verification_run
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +109,7 @@ def test_history_filters_and_export_read_an_expired_pending_as_it_reads(
     assert found({"reason": "pending-expired"}, after) and not found({"reason": "pending-expired"}, before)
 
     (row,) = list(export_rows(filters={}, now=after))
-    from verification.history_selectors import EXPORT_COLUMNS
+    from verification.records.selectors import EXPORT_COLUMNS
 
     exported = dict(zip(EXPORT_COLUMNS, row, strict=True))
     assert (exported["verdict"], exported["determination"], exported["flagged"], exported["pending_expired"],

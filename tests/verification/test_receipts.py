@@ -9,18 +9,18 @@ import pytest
 from django.core.management import call_command
 
 from tests.verification.conftest import RUBRIC_HASH, SUBMISSION_HASH, issue_chain
-from verification import signing
+from verification.errors import NotFound
 from verification.kernel.canonical import loads_strict
 from verification.kernel.chain import content_hash_of
 from verification.kernel.errors import InvariantError, ProofVerificationError
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import verify_report, verify_strict
-from verification.models import Receipt, SigningKey
-from verification.selectors import head_of, proof_for, trusted_keys
-from verification.services import NotFound
-from verification.services.keys import key_pin, key_unpin, signing_key_rotate
-from verification.services.receipts import receipt_issue
-from verification.signing import SigningKeyUnavailable
+from verification.trust import signing
+from verification.trust.models import Receipt, SigningKey
+from verification.trust.selectors import head_of, proof_for, trusted_keys
+from verification.trust.services.keys import key_pin, key_unpin, signing_key_rotate
+from verification.trust.services.receipts import receipt_issue
+from verification.trust.signing import SigningKeyUnavailable
 
 
 def verify(verification: Any, **overrides: Any) -> Any:

@@ -18,9 +18,9 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import DATABASE_VARIABLES
-from verification.models import Receipt
-from verification.services import receipts
-from verification.services.receipts import receipt_issue
+from verification.trust.models import Receipt
+from verification.trust.services import receipts
+from verification.trust.services.receipts import receipt_issue
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PAYLOAD = {"verdict": "PASS", "determination": "met", "authority": "deterministic", "actor": "portal"}

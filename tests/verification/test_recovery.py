@@ -38,9 +38,10 @@ from tests.portal.conftest import admin_user, make_user, manager  # noqa: F401 -
 from tests.verification.service_world import NOTES, World, digest_entry, inline
 from verification import tasks
 from verification.kernel.reasons import Reason
-from verification.models import Receipt, Verification
-from verification.services import verifications as services
-from verification.services.sweeper import verification_sweep
+from verification.runs.models import Verification
+from verification.runs.services import verifications as services
+from verification.runs.services.sweeper import verification_sweep
+from verification.trust.models import Receipt
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

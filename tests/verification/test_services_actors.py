@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from verification.errors import ServiceError
-from verification.kernel.reasons import Reason
-from verification.models import Actor, ApiToken
-from verification.services.actors import (
+from verification.actors.models import Actor, ApiToken
+from verification.actors.services.actors import (
     PORTAL_ACTOR_NAME,
     TOKEN_RE,
     actor_create,
@@ -22,6 +20,8 @@ from verification.services.actors import (
     token_issue,
     token_revoke,
 )
+from verification.errors import ServiceError
+from verification.kernel.reasons import Reason
 
 pytestmark = pytest.mark.django_db
 

@@ -25,9 +25,10 @@ from tests.verification.service_world import (
 )
 from verification.errors import ServiceError
 from verification.kernel.reasons import Reason
-from verification.models import ArrivedResult, Event, Receipt
-from verification.selectors import review_queue
-from verification.services.verifications import result_deliver
+from verification.reviews.selectors_base import review_queue
+from verification.runs.models import ArrivedResult, Event
+from verification.runs.services.verifications import result_deliver
+from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db
 

@@ -14,23 +14,17 @@ from tests.conftest import owner_cursor
 from tests.verification.service_world import NOTES, World, digest_entry, inline
 from verification.db_guards import AppendOnlyError, installed_triggers
 from verification.errors import ServiceError
+from verification.evidence.models import Baseline
 from verification.kernel.errors import RubricError
 from verification.kernel.findings import Finding as KernelFinding
 from verification.kernel.findings import FindingKind
 from verification.kernel.reasons import Reason
-from verification.models import (
-    Baseline,
-    Event,
-    Finding,
-    FindingEvent,
-    Link,
-    Rubric,
-    TaskCycle,
-)
-from verification.selectors import current_cycle
-from verification.services.findings import finding_raise
-from verification.services.rubrics import rubric_register
-from verification.services.tasks import baseline_capture, baseline_secret, link_record, task_reopen
+from verification.reviews.models import Finding, FindingEvent
+from verification.reviews.services.findings import finding_raise
+from verification.runs.models import Event, Link, Rubric, TaskCycle
+from verification.runs.selectors import current_cycle
+from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.tasks import baseline_capture, baseline_secret, link_record, task_reopen
 
 pytestmark = pytest.mark.django_db
 

@@ -32,20 +32,30 @@ from tests.verification.service_world import (
     unchanged_entry,
     view_of,
 )
-from verification import storage
+from verification.actors.services.actors import actor_create, token_issue
 from verification.errors import ServiceError
+from verification.evidence import storage
+from verification.evidence.services import evidence_admit
 from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
 from verification.kernel.keys import PrivateKey, sign_evidence_digest
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import verify_strict
-from verification.models import ContractAcceptance, Event, Finding, FindingEvent, Receipt, Verification
-from verification.selectors import head_of, proof_for, review_queue, trusted_keys, verification_status
-from verification.services.actors import actor_create, token_issue
-from verification.services.evidence import evidence_admit
-from verification.services.keys import key_pin
-from verification.services.tasks import baseline_capture, case_freeze, contract_accept, manifest_report, task_create
-from verification.services.verifications import NO_CONTRACT_HASH, result_deliver
+from verification.reviews.models import Finding, FindingEvent
+from verification.reviews.selectors_base import review_queue
+from verification.runs.models import ContractAcceptance, Event, Verification
+from verification.runs.selectors import verification_status
+from verification.runs.services.tasks import (
+    baseline_capture,
+    case_freeze,
+    contract_accept,
+    manifest_report,
+    task_create,
+)
+from verification.runs.services.verifications import NO_CONTRACT_HASH, result_deliver
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of, proof_for, trusted_keys
+from verification.trust.services.keys import key_pin
 
 pytestmark = pytest.mark.django_db
 
@@ -364,7 +374,7 @@ def test_an_external_verifier_that_claimed_the_task_is_refused_as_self_verificat
 
 
 def test_an_external_verifier_that_committed_the_work_is_refused(world: World) -> None:
-    from verification.services.tasks import link_record
+    from verification.runs.services.tasks import link_record
 
     world.contract(imported_entry())
     link_record(
@@ -407,7 +417,7 @@ def test_the_claiming_agent_cannot_accept_the_contract(world: World) -> None:
 
 
 def test_a_contract_of_an_earlier_cycle_does_not_count_after_a_reopen(world: World) -> None:
-    from verification.services.tasks import task_reopen
+    from verification.runs.services.tasks import task_reopen
 
     world.contract(digest_entry())
     task_reopen(actor=world.owner.actor, task=world.task)

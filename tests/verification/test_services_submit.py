@@ -24,20 +24,22 @@ from tests.verification.service_world import (
     view_of,
 )
 from verification import tasks
-from verification.errors import ServiceError
+from verification.errors import NotFound, ServiceError
+from verification.evidence.models import Evidence, VerificationEvidence
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import sha256_digest
 from verification.kernel.reasons import Reason
-from verification.models import Event, Evidence, Receipt, Verification, VerificationEvidence
-from verification.selectors import events_after, review_queue, verification_list
-from verification.services import NotFound
-from verification.services import verifications as services
-from verification.services.verifications import (
+from verification.reviews.selectors_base import review_queue
+from verification.runs.models import Event, Verification
+from verification.runs.selectors import events_after, verification_list
+from verification.runs.services import verifications as services
+from verification.runs.services.verifications import (
     verification_add_evidence,
     verification_mark_failed,
     verification_run,
     verification_submit,
 )
+from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db
 
@@ -130,7 +132,7 @@ def test_an_unknown_evidence_id_is_not_found(world: World) -> None:
 
 
 def test_a_revoked_token_cannot_submit(world: World) -> None:
-    from verification.services.actors import token_revoke
+    from verification.actors.services.actors import token_revoke
 
     token_revoke(token=world.agent.token)
     world.agent.token.refresh_from_db()

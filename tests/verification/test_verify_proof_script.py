@@ -23,7 +23,7 @@ import pytest
 from tests.verification.conftest import REPO_ROOT
 from verification.kernel.keys import PrivateKey, PublicKey
 from verification.kernel.verifier import TrustedKey, verify_proof_bytes
-from verification.selectors import head_of, jwks_document, proof_for
+from verification.trust.selectors import head_of, jwks_document, proof_for
 
 SCRIPT = REPO_ROOT / "scripts" / "verify_proof.py"
 

@@ -29,9 +29,10 @@ from django.db.models import Count
 from tests.conftest import DATABASE_VARIABLES
 from tests.verification.service_world import NOTES, World, digest_entry
 from tests.verification.slow_worker import SLOW_DIR_ENV, SLOW_SECONDS_ENV
-from verification.models import Receipt, Verification
-from verification.services.evidence import evidence_admit
-from verification.services.verifications import verification_submit
+from verification.evidence.services import evidence_admit
+from verification.runs.models import Verification
+from verification.runs.services.verifications import verification_submit
+from verification.trust.models import Receipt
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.slow]
 

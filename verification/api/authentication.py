@@ -23,7 +23,7 @@ MAX_TOKEN_CHARS: Final = 200
 
 #: What a logged-in portal user may read through the API (GET endpoints only); writes need a token.
 SESSION_SCOPES: Final = frozenset({"verifications:read", "events:read"})
-#: The permission (reviewportal.roles: reviewer, manager and admin all hold it) that opens those reads.
+#: The permission (verification.actors.roles: reviewer, manager and admin all hold it) that opens those reads.
 SESSION_READ_PERMISSION: Final = "reviewportal.view_history"
 
 
@@ -31,8 +31,8 @@ SESSION_READ_PERMISSION: Final = "reviewportal.view_history"
 class ApiCredentials:
     """``request.auth`` of an authenticated API request."""
 
-    actor: Any  # verification.models.Actor; None for a portal session (reads only)
-    token: Any  # verification.models.ApiToken, or None for a session
+    actor: Any  # verification.actors.models.Actor; None for a portal session (reads only)
+    token: Any  # verification.actors.models.ApiToken, or None for a session
     scopes: frozenset[str]
     via: str  # "token" or "session"
 
@@ -63,7 +63,7 @@ def authenticate_bearer(request: Any) -> tuple[Any, ApiCredentials] | None:
         return None
     if not raw or len(raw) > MAX_TOKEN_CHARS or not raw.isascii():
         raise ApiError(Reason.NOT_AUTHENTICATED, "malformed bearer token")
-    from verification.services.actors import token_authenticate  # the services load the models
+    from verification.actors.services.actors import token_authenticate  # the services load the models
 
     token = token_authenticate(raw)
     if token is None:

@@ -1,5 +1,5 @@
 """The proof and well-known key endpoints as REST framework views, so the OpenAPI schema describes them (issue 13
-item 4). Each delegates to its function in ``verification.views_proofs`` / ``verification.views_wellknown``, which
+item 4). Each delegates to its function in ``verification.api.proofs`` / ``verification.api.wellknown``, which
 keep their own access rules (a bearer token with ``verifications:read`` or a staff session for proofs; nothing for
 the public keys): no authentication class, permission or throttle of the API runs in front of them, and the answer
 is whatever the function answers (JSON whatever the ``Accept`` header says, as before).
@@ -15,7 +15,8 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from verification import views_proofs, views_wellknown
+from verification.api import proofs as views_proofs
+from verification.api import wellknown as views_wellknown
 from verification.api.serializers import ErrorResponseSerializer
 
 HEX64 = r"^[0-9a-f]{64}$"

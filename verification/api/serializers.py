@@ -31,7 +31,7 @@ from verification.kernel.criteria import CRITERION_ID_PATTERN
 from verification.kernel.digests import is_digest
 from verification.kernel.expressions import EXPRESSION_PATTERN, OBSERVABLE_CONTENT_DIGEST, SYMBOL_PATTERN, is_symbol
 from verification.kernel.reasons import Reason
-from verification.submissions import Binding, Submission, build
+from verification.runs.submissions import Binding, Submission, build
 
 MAX_WAIT_MS: Final = 30_000
 INLINE_ONLY: Final = frozenset({"media_type", "evidence_type", "collected_at", "max_age_seconds", "expires_at"})
@@ -684,7 +684,7 @@ _IN_PROCESS_TASK: Final = "in-process"
 
 def submission_from_body(body: Any, *, more_evidence: bool = False) -> Submission:
     """``body`` validated by the API's serializers, as a ``Submission``: the parser ``VerificationConfig.ready``
-    installs for ``verification.submissions.submission_of``; a refusal is a ``ServiceError`` with the code and
+    installs for ``verification.runs.submissions.submission_of``; a refusal is a ``ServiceError`` with the code and
     status the API answers."""
     if more_evidence:
         serializer: StrictSerializer = MoreEvidenceRequestSerializer(data=body)

@@ -19,19 +19,22 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from verification import run_signal, selectors
 from verification.api import serializers as s
 from verification.api.authentication import ApiCredentials
 from verification.api.errors import NO_STORE, ApiError
 from verification.api.permissions import credentials
+from verification.evidence import selectors as evidence_selectors
+from verification.evidence import services as evidence_services
+from verification.evidence.models import Evidence
 from verification.kernel.criteria import rubric_hash
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.models import Evidence, Rubric, Task, Verification
-from verification.services import evidence as evidence_services
-from verification.services import rubrics as rubric_services
-from verification.services import tasks as task_services
-from verification.services import verifications as verification_services
+from verification.runs import run_signal
+from verification.runs import selectors as run_selectors
+from verification.runs.models import Rubric, Task, Verification
+from verification.runs.services import rubrics as rubric_services
+from verification.runs.services import tasks as task_services
+from verification.runs.services import verifications as verification_services
 
 FINISHED: Final = frozenset({"succeeded", "failed"})
 POLL_FIRST_S: Final = 0.02
@@ -98,14 +101,14 @@ def _validated(request: Request, serializer_class: type[serializers.Serializer])
 
 
 def _task(task_id: str, *, field: str = "task") -> Task:
-    task = selectors.task_get(task_id)
+    task = run_selectors.task_get(task_id)
     if task is None:
         raise ApiError(Reason.NOT_FOUND, f"no task {task_id!r}", details={field: task_id})
     return task
 
 
 def _verification(verification_id: str) -> Verification:
-    verification = selectors.verification_get(verification_id)
+    verification = run_selectors.verification_get(verification_id)
     if verification is None or verification.task_id is None:
         raise ApiError(
             Reason.NOT_FOUND, f"no verification {verification_id!r}", details={"verification_id": verification_id}
@@ -114,7 +117,7 @@ def _verification(verification_id: str) -> Verification:
 
 
 def _evidence(evidence_id: str) -> Evidence:
-    evidence = selectors.evidence_get(evidence_id)
+    evidence = evidence_selectors.evidence_get(evidence_id)
     if evidence is None:
         raise ApiError(Reason.NOT_FOUND, f"no evidence {evidence_id!r}", details={"evidence_id": evidence_id})
     return evidence
@@ -178,7 +181,7 @@ def _task_body(task: Task) -> dict[str, Any]:
             "id": task.pk,
             "title": task.title,
             "external_ref": task.external_ref,
-            "cycle": selectors.current_cycle(task),
+            "cycle": run_selectors.current_cycle(task),
             "created_by": task.created_by.name if task.created_by is not None else None,
             "created_at": task.created_at,
         }
@@ -420,8 +423,8 @@ class EvidenceView(ApiView):
 
 
 def _view_of(verification: Verification) -> dict[str, Any]:
-    """The second seed's shape (``selectors.verification_view``), resolved now, rendered through its serializer."""
-    return s.VerificationResponseSerializer(selectors.verification_view(verification, now=timezone.now())).data
+    """The second seed's shape (``run_selectors.verification_view``), resolved now, rendered through its serializer."""
+    return s.VerificationResponseSerializer(run_selectors.verification_view(verification, now=timezone.now())).data
 
 
 def location_of(verification: Verification) -> str:
@@ -431,7 +434,7 @@ def location_of(verification: Verification) -> str:
 def wait_for_result(verification: Verification, wait_ms: int) -> tuple[dict[str, Any], bool]:
     """Read the verification until it is finished or ``wait_ms`` has passed: (its view, finished?).
 
-    Woken by the run's announcement (``verification.run_signal``: Redis pub/sub on the broker, or PostgreSQL
+    Woken by the run's announcement (``verification.runs.run_signal``: Redis pub/sub on the broker, or PostgreSQL
     NOTIFY), never by sleeping; only where no channel exists does it read again at growing intervals."""
     deadline = time.monotonic() + wait_ms / 1000
     verification.refresh_from_db()
@@ -543,10 +546,10 @@ class VerificationsView(ApiView):
         limit = params.pop("limit", DEFAULT_PAGE)
         filters = {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in params.items()}
         now = timezone.now()  # one instant for the filters and the reads (SPEC §3)
-        rows, next_cursor = selectors.verification_list(
+        rows, next_cursor = run_selectors.verification_list(
             actor=creds.actor, filters=filters, cursor=cursor, limit=limit, now=now
         )
-        page = {"results": [selectors.verification_view(v, now=now) for v in rows], "next_cursor": next_cursor}
+        page = {"results": [run_selectors.verification_view(v, now=now) for v in rows], "next_cursor": next_cursor}
         return Response(s.VerificationPageSerializer(page).data)
 
 
@@ -644,7 +647,7 @@ class EventsView(ApiView):
         query.is_valid(raise_exception=True)
         after = query.validated_data.get("after")
         limit = query.validated_data.get("limit", DEFAULT_EVENTS)
-        events = selectors.events_after(cursor=after, limit=limit)
+        events = run_selectors.events_after(cursor=after, limit=limit)
         page = {
             "events": [
                 {

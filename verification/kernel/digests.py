@@ -7,6 +7,8 @@ import re
 from typing import Final
 
 DIGEST_PREFIX: Final = "sha256:"
+#: The length of a sha256 in lowercase hex (a stored hash column's width).
+HEX64_MAX: Final = 64
 _DIGEST_RE: Final = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
 
 

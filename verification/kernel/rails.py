@@ -11,7 +11,7 @@ Where each rail lives:
      the contract for its own attempt; the acceptor cannot claim).
 
 "Workers" are every actor that claimed the task in the cycle and every actor that submitted a verification of it in
-the cycle (SPEC §1): the Django layer computes them in one selector (``verification.cycle_workers``) and hands them
+the cycle (SPEC §1): the Django layer computes them in one selector (``verification.runs.cycle_workers``) and hands them
 here as ``workers``.
 4.   the refusal ``check_change_manifest`` here; the observation rule itself is ``criteria.manifest_check``.
 5.   ``criteria.is_authoritative`` / ``criteria.evaluate_unchanged`` (authoritative baselines, captured before the

@@ -13,7 +13,7 @@ SUPERSEDED_INDEX_NAME = "verification_superseding_idx"
 
 
 def _indexes():
-    from verification.review_selectors import QUEUE_INDEX_CONDITION, queue_rank
+    from verification.reviews.selectors import QUEUE_INDEX_CONDITION, queue_rank
 
     return [
         models.Index(queue_rank(), F("submitted_at"), F("id"), condition=QUEUE_INDEX_CONDITION, name=INDEX_NAME),

@@ -1,5 +1,5 @@
 """Dashboard rollups (issue 6 §3): derived count tables, the triggers that keep them, and a first rebuild from the
-records already there (the SQL is ``verification.rollups``'); and two partial indexes for the few queue rows the
+records already there (the SQL is ``verification.records.rollups``'); and two partial indexes for the few queue rows the
 backlog dashboard counts itself (those submitted in the hours its age boundaries cut, and PENDING deadlines falling
 in the current hour), outside the model state like migration 0007's."""
 
@@ -7,14 +7,14 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from verification import rollups
+from verification.records import rollups
 
 QUEUE_AGE_INDEX = "verification_queue_age_idx"
 PENDING_DUE_INDEX = "verification_pending_due_idx"
 
 
 def _indexes():
-    from verification.review_selectors import QUEUE_INDEX_CONDITION
+    from verification.reviews.selectors import QUEUE_INDEX_CONDITION
 
     return [
         models.Index(fields=["submitted_at"], condition=QUEUE_INDEX_CONDITION, name=QUEUE_AGE_INDEX),

@@ -1,11 +1,11 @@
 """The queue's counts per reason as a rollup (issue 15): each queue member keeps its reason and the hour of its
 PENDING deadline, and ``QueueReasonCount`` counts the members per (reason, due hour, expiry hour), kept by the same
-triggers as the backlog (``verification.rollups``), which this migration re-installs and then rebuilds from the
+triggers as the backlog (``verification.records.rollups``), which this migration re-installs and then rebuilds from the
 records. ``review_selectors.queue_counts`` reads it instead of counting every queued row."""
 
 from django.db import migrations, models
 
-from verification import rollups
+from verification.records import rollups
 
 
 class Migration(migrations.Migration):

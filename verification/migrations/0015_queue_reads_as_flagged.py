@@ -9,7 +9,7 @@ import importlib
 
 from django.db import migrations, models
 
-from verification import rollups
+from verification.records import rollups
 
 
 def _queue_index_migrations():

@@ -27,7 +27,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from reviewportal.roles import REVIEWER, ROLES
+from verification.actors.roles import REVIEWER, ROLES
 
 PASSWORD_FILE = "demo-passwords.txt"  # noqa: S105 - a file name
 DEMO_URL = "http://127.0.0.1:8000/"
@@ -112,7 +112,7 @@ class Command(BaseCommand):
 
     def _seed_queue(self, reviewer: Any, url: str) -> str:
         from reviewportal.portal.demo import seed_queue
-        from verification.selectors import active_signing_key
+        from verification.trust.selectors import active_signing_key
 
         if active_signing_key() is None:
             return "Demo queue: skipped (no signing key yet; run `manage.py create_signing_key`, as make run does)"

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from verification.services.audit import audit_run
+from verification.trust.services.audit import audit_run
 
 
 class Command(BaseCommand):

@@ -11,10 +11,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from verification import signing, trust
-from verification.models import SigningKey
-from verification.services.keys import signing_key_create
-from verification.signing import SigningKeyUnavailable
+from verification.trust import root as trust
+from verification.trust import signing
+from verification.trust.models import SigningKey
+from verification.trust.services.keys import signing_key_create
+from verification.trust.signing import SigningKeyUnavailable
 
 
 def describe(row: SigningKey) -> str:

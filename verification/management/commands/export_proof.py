@@ -13,7 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from verification.selectors import proof_for, verification_get
+from verification.runs.selectors import verification_get
+from verification.trust.selectors import proof_for
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""``manage.py rebuild_rollups``: recompute the dashboards' rollups from the records (``verification.rollups``).
+"""``manage.py rebuild_rollups``: recompute the dashboards' rollups from the records (``verification.records.rollups``).
 
 The triggers keep the rollups as records are written, so this is for repair: after a restore of some tables, or to
 check them. It reinstalls any missing trigger first, then recounts everything in one transaction (on PostgreSQL the
@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections, transaction
 
-from verification import rollups
+from verification.records import rollups
 
 
 class Command(BaseCommand):

@@ -12,8 +12,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from verification.kernel.errors import KernelError
-from verification.selectors import active_signing_key
-from verification.services.keys import SYSTEM_REVOKE, signing_key_revoke
+from verification.trust.selectors import active_signing_key
+from verification.trust.services.keys import SYSTEM_REVOKE, signing_key_revoke
 
 
 class Command(BaseCommand):

@@ -11,8 +11,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from verification.management.commands.create_signing_key import describe
-from verification.services.keys import signing_key_rotate
-from verification.signing import SigningKeyUnavailable
+from verification.trust.services.keys import signing_key_rotate
+from verification.trust.signing import SigningKeyUnavailable
 
 
 class Command(BaseCommand):

@@ -12,8 +12,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from verification.kernel.errors import KernelError
-from verification.services.keys import pin_journal_seal
-from verification.trust import JournalExists
+from verification.trust.root import JournalExists
+from verification.trust.services.keys import pin_journal_seal
 
 
 class Command(BaseCommand):

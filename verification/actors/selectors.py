@@ -1,0 +1,112 @@
+"""Reads about actors: actors, tokens, portal users and their leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from verification.actors.models import Actor, ApiToken
+from verification.reviews.models import ReviewLease
+from verification.trust.selectors import (
+    ROLE_ORDER,
+)
+
+
+def actor_get(name: str) -> Actor | None:
+    return Actor.objects.filter(name=name).first()
+
+
+def tokens_of(actor: Actor) -> QuerySet[ApiToken]:
+    """An actor's tokens, newest first (the plaintext is never stored; ``prefix`` identifies each)."""
+    return ApiToken.objects.filter(actor=actor).order_by("-created_at", "-id")
+
+
+@dataclass(frozen=True)
+class UserRow:
+    user: Any
+    roles: list[str]
+    actor: str
+    active_tokens: int
+    leases_held: int
+
+
+def user_rows(*, now: datetime | None = None) -> list[UserRow]:
+    """Every portal user, with roles, actor, active tokens and leases held now."""
+    when = now or timezone.now()
+    users = get_user_model().objects.order_by("username").prefetch_related("groups")
+    actors = {a.user_id: a for a in Actor.objects.filter(user__isnull=False)}
+    tokens = dict(
+        ApiToken.objects.filter(revoked_at__isnull=True, actor__user__isnull=False)
+        .values_list("actor__user_id").annotate(n=Count("id"))
+    )
+    leases = dict(
+        ReviewLease.objects.filter(released_at__isnull=True, expires_at__gt=when)
+        .values_list("holder_id").annotate(n=Count("verification"))
+    )
+    out = []
+    for user in users:
+        names = {g.name for g in user.groups.all()}
+        actor = actors.get(user.pk)
+        out.append(
+            UserRow(
+                user=user,
+                roles=[r for r in ROLE_ORDER if r in names],
+                actor=actor.name if actor is not None else "",
+                active_tokens=int(tokens.get(user.pk, 0)),
+                leases_held=int(leases.get(user.pk, 0)),
+            )
+        )
+    return out
+
+
+def user_get(user_id: Any) -> Any:
+    try:
+        pk = int(user_id)
+    except (TypeError, ValueError):
+        return None
+    return get_user_model().objects.filter(pk=pk).first()
+
+
+def leases_held(user: Any, *, now: datetime | None = None) -> list[ReviewLease]:
+    when = now or timezone.now()
+    return list(
+        ReviewLease.objects.filter(holder=user, released_at__isnull=True, expires_at__gt=when)
+        .select_related("verification", "verification__task")
+        .order_by("expires_at")
+    )
+
+
+def token_rows(*, actor: str = "", state: str = "") -> QuerySet[ApiToken]:
+    """API tokens newest first, with actor, boundary, scopes, who issued and who revoked each."""
+    queryset = ApiToken.objects.select_related("actor", "actor__user", "created_by", "revoked_by")
+    if actor:
+        queryset = queryset.filter(actor__name=actor)
+    if state == "active":
+        queryset = queryset.filter(revoked_at__isnull=True)
+    elif state == "revoked":
+        queryset = queryset.filter(revoked_at__isnull=False)
+    return queryset.order_by("-created_at", "-id")
+
+
+def token_get(token_id: Any) -> ApiToken | None:
+    try:
+        pk = int(token_id)
+    except (TypeError, ValueError):
+        return None
+    return ApiToken.objects.select_related("actor").filter(pk=pk).first()
+
+
+def token_actors() -> QuerySet[Actor]:
+    """The actors a token can be issued to: everyone but the portal's own service actor, whose users are active."""
+    from verification.actors.services.actors import PORTAL_ACTOR_NAME
+
+    return (
+        Actor.objects.exclude(name=PORTAL_ACTOR_NAME)
+        .filter(Q(user__isnull=True) | Q(user__is_active=True))
+        .order_by("name")
+    )

@@ -1,0 +1,1 @@
+"""Writes about actors: actors and tokens, portal users and their roles."""

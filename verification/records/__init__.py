@@ -1,0 +1,1 @@
+"""Records (issue 6): verdict history, timelines, dashboards and their rollups, exports, metrics."""

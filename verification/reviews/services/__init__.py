@@ -1,0 +1,1 @@
+"""Writes of the review loop: claims, decisions, findings."""

@@ -1,0 +1,792 @@
+"""The reviewer queue's writes: claiming with a lease, renewing, releasing, deciding (issue 5; SPEC §2, §3, §9).
+
+**Claiming.** A lease is one ``ReviewLease`` row per verification, written by one conditional upsert that must
+change exactly one row: it inserts a new lease, or takes over one that was released or ran out, and changes nothing
+while another reviewer holds it. ``review_claim_next`` picks the first unclaimed queue item with
+``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL (concurrent claimers skip each other's candidates instead of
+queueing on them), in the same statement as the upsert and the security-log entry; on SQLite the IMMEDIATE write
+transaction serializes claimers, which run the same steps one statement at a time. Either way the upsert's row count
+is the arbiter, so no two reviewers ever hold the same item (tests/portal/test_claims.py proves it with 20 threads).
+
+**Deciding.** ``review_decide`` locks the verification row, then: the reviewer must hold the lease; the head must not
+be decided already; the approval must be of the current cycle (``stale-cycle``); the rails run with the reviewer's
+human actor as the verifier, its boundaries those of its API tokens (rail 1–3: ``worker-self-verification``,
+``verifier-authored-work``, ``shared-execution-boundary``, ``unnamed-actor``) — a refused reviewer's lease is released
+so the item goes back to others; then the kernel's ``decision.decide`` over the head as read now, with the integrity
+recheck of exactly the cited items (SPEC §2). An accepted PASS or FAIL appends a ``decision`` receipt with human
+authority that supersedes the head, updates the head columns (the queue drops it), records the ``ReviewDecision``
+and emits ``verification.decided``. "Needs more evidence" records the request, marks the verification as waiting for
+evidence and emits ``verification.evidence_requested``; the re-run that new evidence brings (a new verification,
+``verification_add_evidence``) is back in the queue if it is flagged.
+
+**Once.** Every decision form carries a nonce (``request_key``). The record is unique on it and written under the
+verification's row lock, so a double click or a replayed POST gets the first one's result and no second receipt.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from verification.actors.models import Actor
+from verification.actors.services.actors import actor_for_user, kernel_actor
+from verification.errors import NotFound, PermissionRefused, ServiceError
+from verification.evidence import storage
+from verification.evidence.models import Evidence, VerificationEvidence
+from verification.kernel.contracts import subject_key
+from verification.kernel.decision import DecisionOutcome, decide
+from verification.kernel.determination import Outcome
+from verification.kernel.errors import DecisionRefused, KernelError
+from verification.kernel.evaluation import read_outcome
+from verification.kernel.findings import evidence_integrity_findings
+from verification.kernel.integrity import StoredItem, recheck
+from verification.kernel.rails import check_approval_cycle, check_verifier
+from verification.kernel.reasons import Reason
+from verification.kernel.verdicts import Verdict
+from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
+from verification.reviews.selectors import claimable, forget_queue_counts, in_queue
+from verification.reviews.services.findings import finding_raise
+from verification.runs.cycle_workers import cycle_workers, rails_certainly_refuse
+from verification.runs.models import Task, Verification
+from verification.runs.selectors import current_cycle
+from verification.runs.services import events
+from verification.trust.models import Receipt, ReceiptKind
+from verification.trust.selectors import head_of, receipt_payload
+from verification.trust.services import security_log
+from verification.trust.services.receipts import receipt_issue
+
+DECIDE_PERMISSION: Final = "reviewportal.decide_verification"
+#: How many lost races ``review_claim_next`` tolerates in one call (each one is another claimer's progress).
+CLAIM_ATTEMPTS: Final = 1000
+MAX_RATIONALE_CHARS: Final = 10_000
+REQUEST_KEY_BYTES: Final = 24
+MAX_CITED: Final = 64
+
+END_DECIDED: Final = "decided"
+END_RELEASED: Final = "released"
+END_EVIDENCE_REQUESTED: Final = "evidence-requested"
+END_SKIPPED: Final = "skipped"
+#: The longest skip reason kept on the security log.
+MAX_SKIP_REASON_CHARS: Final = 500
+
+
+def new_request_key() -> str:
+    """A fresh nonce for one decision form (43 URL-safe characters)."""
+    return secrets.token_urlsafe(REQUEST_KEY_BYTES)
+
+
+def lease_duration() -> timedelta:
+    return timedelta(seconds=int(getattr(settings, "REVIEWPORTAL_LEASE_SECONDS", 900)))
+
+
+def _require_reviewer(user: Any) -> None:
+    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+        raise PermissionRefused("only a signed-in reviewer may do this")
+    if not user.has_perm(DECIDE_PERMISSION):
+        raise PermissionRefused(f"{user.get_username()} may read the queue but not decide")
+
+
+def _now(now: datetime | None) -> datetime:
+    when = now or timezone.now()
+    if timezone.is_naive(when):
+        raise ServiceError(Reason.INVALID_REQUEST, "now must be timezone-aware")
+    return when
+
+
+def _lease_held(verification_pk: Any, user: Any, now: datetime) -> ReviewLease | None:
+    return ReviewLease.objects.filter(
+        verification_id=verification_pk, holder=user, released_at__isnull=True, expires_at__gt=now
+    ).first()
+
+
+def _not_held(detail: str) -> ServiceError:
+    return ServiceError(Reason.REVIEW_LEASE_NOT_HELD, detail, status=409)
+
+
+# --- claiming --------------------------------------------------------------------------------------------------------
+
+
+def _lease_upsert(source: str) -> str:
+    """The lease's conditional upsert: insert the rows ``source`` gives (a ``VALUES`` list, or a ``SELECT``), or take
+    over a released or run-out lease; change nothing while another reviewer holds it. Its last parameter is ``now``
+    (the run-out test; ``_lease_values`` ends with it). One statement, the same on PostgreSQL and SQLite: its row
+    count is the arbiter of every race."""
+    table = connection.ops.quote_name(ReviewLease._meta.db_table)
+    return (
+        f"INSERT INTO {table} (verification_id, holder_id, claimed_at, expires_at, released_at, end_reason) "  # noqa: S608
+        f"{source} "
+        "ON CONFLICT (verification_id) DO UPDATE SET holder_id = excluded.holder_id, "
+        "claimed_at = excluded.claimed_at, expires_at = excluded.expires_at, released_at = NULL, end_reason = '' "
+        f"WHERE {table}.released_at IS NOT NULL OR {table}.expires_at <= %s"
+    )
+
+
+def _lease_values(user: Any, now: datetime) -> list[Any]:
+    """The upsert's parameters after the verification: holder, claimed_at and expires_at of a lease claimed at
+    ``now``, then ``now`` for the run-out test; in the database's form."""
+    field = ReviewLease._meta.get_field
+    return [
+        user.pk,
+        field("claimed_at").get_db_prep_value(now, connection),
+        field("expires_at").get_db_prep_value(now + lease_duration(), connection),
+        field("expires_at").get_db_prep_value(now, connection),
+    ]
+
+
+def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
+    """Insert the lease, or take over a released or run-out one; False when someone holds it (no row changed)."""
+    values = [
+        ReviewLease._meta.get_field("verification").get_db_prep_value(verification_pk, connection),
+        *_lease_values(user, now),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_lease_upsert("VALUES (%s, %s, %s, %s, NULL, '')"), values)
+        return cursor.rowcount == 1
+
+
+#: A candidate as the claim query returns it: the verification's pk, its task's pk and its cycle.
+_Candidate = tuple[Any, Any, Any]
+
+#: The claim query's SQL per (connection alias, vendor): compiled once from ``claimable`` (so it is exactly the queue's
+#: membership and order), then run with ``now`` put in its parameters; see ``_claim_sql``.
+_CLAIM_SQL: dict[tuple[str, str], tuple[str, tuple[Any, ...], tuple[int, ...]] | None] = {}
+_PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
+
+
+def _claim_queryset(now: datetime, exclude: frozenset[Any] = frozenset(), verifier: Any = None) -> Any:
+    """The first claimable item at ``now`` as a candidate. With ``verifier`` (an actor's pk), only one the rails do not
+    certainly bar that actor from deciding (``cycle_workers.rails_certainly_refuse``, issue 15): the query passes over
+    them all at once instead of the rails running on each in turn."""
+    candidates = claimable(now=now)
+    if verifier is not None:
+        candidates = candidates.filter(~rails_certainly_refuse(verifier))
+    if exclude:
+        candidates = candidates.exclude(pk__in=sorted(exclude, key=str))
+    if connection.features.has_select_for_update_skip_locked:
+        # PostgreSQL: lock the candidate row, skipping rows other claimers (or a decision) hold right now.
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    return candidates.values_list("pk", "task_id", "cycle")[:1]
+
+
+def _claim_sql() -> tuple[str, tuple[Any, ...], tuple[int, ...]] | None:
+    """The first claimable item's query as SQL text, its parameters, and which of them are ``now``.
+
+    ``claimable`` uses ``now`` only as a plain parameter (never in the SQL text), so the text is compiled once per
+    connection and vendor: compiled at two probe instants, the parameters that differ are exactly ``now``'s, and each
+    must be the vendor's own form of its probe (else None is cached and the caller compiles the queryset each time).
+    Compiled in a transaction of its own (Django compiles ``select_for_update`` only inside one); it runs no query."""
+    key = (connection.alias, connection.vendor)
+    if key in _CLAIM_SQL:
+        return _CLAIM_SQL[key]
+    with transaction.atomic():
+        compiled = [_claim_queryset(p).query.get_compiler(using=connection.alias).as_sql() for p in _PROBES]
+    (sql, first), (sql2, second) = compiled
+    positions = tuple(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
+    adapt = connection.ops.adapt_datetimefield_value
+    if (
+        sql != sql2
+        or not positions
+        or any(first[i] != adapt(_PROBES[0]) or second[i] != adapt(_PROBES[1]) for i in positions)
+    ):
+        _CLAIM_SQL[key] = None
+    else:
+        _CLAIM_SQL[key] = (sql, tuple(first), positions)
+    return _CLAIM_SQL[key]
+
+
+def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: datetime) -> list[Any]:
+    values = list(params)
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    for i in positions:
+        values[i] = stamp
+    return values
+
+
+def _candidate(row: Sequence[Any]) -> _Candidate:
+    """A candidate from the claim query's row, in Python's types (the cursor of the compiled query gives raw ones)."""
+    field = Verification._meta.get_field
+    return field("id").to_python(row[0]), field("task").to_python(row[1]), field("cycle").to_python(row[2])
+
+
+def _first_claimable(now: datetime, exclude: frozenset[Any] = frozenset(), verifier: Any = None) -> _Candidate | None:
+    """The first claimable queue item at ``now`` (locked with SKIP LOCKED on PostgreSQL), or None; never one in
+    ``exclude`` (items this reviewer skipped or is barred from), nor with ``verifier`` one the rails certainly bar
+    it from (those two: compiled each time, not cached)."""
+    compiled = None if exclude or verifier is not None else _claim_sql()
+    if compiled is None:
+        found = _claim_queryset(now, exclude, verifier).first()
+        return None if found is None else _candidate(found)
+    sql, params, positions = compiled
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _claim_params(params, positions, now))
+        row = cursor.fetchone()
+    return None if row is None else _candidate(row)
+
+
+class _Barred(Exception):
+    """Raised inside a claim attempt's transaction when the rails bar the reviewer from the candidate: rolls back."""
+
+    def __init__(self, pk: Any) -> None:
+        super().__init__(pk)
+        self.pk = pk
+
+
+class _BarredCheck:
+    """The exact rails (``_rail_refusal``) for ``user``'s actor on the one candidate about to be leased: the outcome
+    is always theirs. Once they bar a candidate, ``verifier`` is the actor's pk, and the claim query passes over
+    everything ``rails_certainly_refuse`` bars from then on (a reviewer barred from one item is often barred from
+    many: one query instead of the rails on each); until then it is None and the query is the plain one, compiled
+    once (most claims meet no barred item, and the filter costs the database planning time on every call)."""
+
+    def __init__(self, user: Any) -> None:
+        self.actor = actor_for_user(user)
+        self.verifier: Any = None
+
+    def __call__(self, candidate: _Candidate) -> bool:
+        pk, task_pk, cycle = candidate
+        # The claim query returned the subject; no second read of the row. The rails read the task by its pk only.
+        verification = Verification(pk=pk, task_id=task_pk, cycle=cycle)
+        if task_pk is not None:
+            verification.task = Task(pk=task_pk)
+        if _rail_refusal(verification, self.actor) is None:
+            return False
+        self.verifier = self.actor.pk
+        return True
+
+
+def _claim_in_steps(user: Any, now: datetime, exclude: frozenset[Any], barred: _BarredCheck) -> tuple[Any, bool]:
+    """One attempt, statement by statement in one transaction: (the candidate or None, whether this claim took it).
+    The rails run on the candidate (locked) before the lease is written; a barred one raises ``_Barred``."""
+    with transaction.atomic():
+        candidate = _first_claimable(now, exclude, barred.verifier)
+        if candidate is None:
+            return None, False
+        pk = candidate[0]
+        if barred(candidate):
+            raise _Barred(pk)
+        if not _take_lease(pk, user, now):
+            return pk, False
+        # issue 7 §4; in this transaction: no claim without its entry, no entry without its claim.
+        security_log.review_lease_recorded(kind="claim", user=user, verification_id=pk, savepoint=False)
+        return pk, True
+
+
+def _claim_in_one_statement(
+    user: Any, now: datetime, compiled: tuple[str, tuple[Any, ...], tuple[int, ...]], barred: _BarredCheck | None = None
+) -> tuple[Any, bool]:
+    """One attempt as one statement (PostgreSQL's data-modifying ``WITH``): pick the candidate with SKIP LOCKED, upsert
+    its lease, append the security-log entry for the lease taken; (the candidate's pk or None, whether it was taken).
+
+    A statement is atomic on its own: one round trip per attempt. The upsert's row count is still the arbiter (a lease
+    another claimer committed after this statement's snapshot makes the upsert change nothing, so ``taken`` is empty
+    and no entry is written). With ``barred`` (in the caller's transaction), the exact rails then run on a candidate
+    taken, with the subject the statement returned beside it (no second read of the row): a barred one raises
+    ``_Barred``, and the caller's rollback undoes the lease and the entry."""
+    pick_sql, pick_params, positions = compiled
+    field = ReviewLease._meta.get_field
+    log_sql, log_params = security_log.security_log_insert_sql(
+        kind="claim", user=user, source="taken", target_column="verification_id", at=now
+    )
+    quote = connection.ops.quote_name
+    holder = f"CAST(%s AS {field('holder').cast_db_type(connection)})"
+    stamp = f"CAST(%s AS {field('claimed_at').cast_db_type(connection)})"
+    upsert = _lease_upsert(f"SELECT pick.pk, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
+    subject = quote(Verification._meta.db_table)
+    sql = (
+        # The pick's first column is the verification's pk ("pk": Django's alias); its subject is read beside it.
+        f"WITH pick AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
+        f"taken AS ({upsert} RETURNING {quote('verification_id')}), "
+        f"logged AS ({log_sql}) "
+        f"SELECT pick.pk, v.{quote('task_id')}, v.{quote('cycle')}, EXISTS (SELECT 1 FROM taken) "
+        f"FROM pick JOIN {subject} v ON v.{quote('id')} = pick.pk"
+    )
+    params = [
+        *_claim_params(pick_params, positions, now),
+        *_lease_values(user, now),
+        *log_params,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None, False
+    candidate, taken = _candidate(row), bool(row[3])
+    if taken and barred is not None and barred(candidate):
+        raise _Barred(candidate[0])
+    return candidate[0], taken
+
+
+def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any], barred: _BarredCheck) -> tuple[Any, bool]:
+    """One attempt at the first claimable item not in ``exclude``: in one statement where the database writes in
+    ``WITH`` (PostgreSQL) and the claim query compiled once, else statement by statement in a transaction. Either way
+    the rails run for ``user`` before a lease is committed: in the steps before the lease is written; after the one
+    statement inside the same transaction, which a barred candidate rolls back (no lease, no log entry is kept).
+    Raises ``_Barred`` with the candidate the rails bar ``user`` from."""
+    if connection.vendor == "postgresql" and not exclude and barred.verifier is None:
+        compiled = _claim_sql()
+        if compiled is not None:
+            with transaction.atomic():
+                return _claim_in_one_statement(user, now, compiled, barred)
+    return _claim_in_steps(user, now, exclude, barred)
+
+
+def review_bar(*, user: Any, verification: Verification) -> KernelError | None:
+    """Why ``user`` may not decide ``verification`` (read before any lease or typing), or None.
+
+    ``permission-denied`` for a user who may not decide; then the same rails ``review_decide`` runs (SPEC §9: the
+    approval's cycle, and rails 1-3 with the reviewer's human actor as the verifier). Read-only."""
+    try:
+        _require_reviewer(user)
+    except KernelError as exc:
+        return exc
+    if verification.task_id is None or verification.cycle is None:
+        return None  # not a queue item: nothing to decide, nothing to bar
+    return _rail_refusal(verification, actor_for_user(user))
+
+
+def review_claim_next_id(*, user: Any, now: datetime | None = None, skip: Sequence[Any] = ()) -> Any:
+    """Claim the first unclaimed queue item for ``user`` with a lease; its pk, or None when nothing is left to claim.
+
+    Only an item ``user`` may decide is claimed (issue 14): the rails run for ``user`` on each candidate before its
+    lease is committed, and a barred candidate is passed over (others may still claim it). Items in ``skip`` (those
+    the reviewer skipped this session) are passed over too.
+
+    A lost race (another claimer committed its lease on the candidate after this statement's snapshot) means that
+    claimer made progress; the next attempt's fresh snapshot no longer sees that item. So this keeps trying while the
+    query still finds a candidate, and never answers "nothing left" while an unheld item remains. Past
+    ``CLAIM_ATTEMPTS`` lost races in one call it refuses with ``review-lease-not-held`` (409, try again) rather than
+    say the queue is empty.
+    """
+    _require_reviewer(user)
+    when = _now(now)
+    exclude = frozenset(Verification._meta.pk.to_python(pk) for pk in skip)
+    barred = _BarredCheck(user)
+    for _ in range(CLAIM_ATTEMPTS):
+        try:
+            pk, taken = _claim_attempt(user, when, exclude, barred)
+        except _Barred as refused:
+            exclude = exclude | {refused.pk}
+            continue
+        if pk is None:
+            return None
+        if taken:
+            return pk
+    raise _not_held(f"{CLAIM_ATTEMPTS} items in a row were taken by other reviewers first; try again")
+
+
+def review_claim_next(*, user: Any, now: datetime | None = None, skip: Sequence[Any] = ()) -> Verification | None:
+    """As ``review_claim_next_id``, returning the claimed verification (with its task) instead of its pk."""
+    pk = review_claim_next_id(user=user, now=now, skip=skip)
+    return None if pk is None else Verification.objects.select_related("task").get(pk=pk)
+
+
+@transaction.atomic
+def review_claim(*, user: Any, verification: Verification, now: datetime | None = None) -> ReviewLease:
+    """Claim one queue item (from its review page). Holding it already renews the lease.
+
+    Refusals: ``not-in-review-queue`` (409) for an item that is not queued, ``review-lease-not-held`` (409) when
+    another reviewer holds it.
+    """
+    _require_reviewer(user)
+    when = _now(now)
+    locked = Verification.objects.select_for_update().filter(pk=verification.pk).first()
+    if locked is None:
+        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+    if not in_queue(locked, now=when):
+        raise ServiceError(Reason.NOT_IN_REVIEW_QUEUE, f"verification {locked.pk}", status=409)
+    if _lease_held(locked.pk, user, when) is not None:
+        return review_renew(user=user, verification=locked, now=when)
+    if not _take_lease(locked.pk, user, when):
+        raise _not_held("another reviewer holds this item")
+    security_log.review_lease_recorded(kind="claim", user=user, verification_id=locked.pk)  # issue 7 §4
+    return ReviewLease.objects.get(verification_id=locked.pk)
+
+
+@transaction.atomic
+def review_renew(*, user: Any, verification: Verification, now: datetime | None = None) -> ReviewLease:
+    """Extend the lease ``user`` holds (the open review page does this); ``review-lease-not-held`` (409) otherwise."""
+    _require_reviewer(user)
+    when = _now(now)
+    changed = ReviewLease.objects.filter(
+        verification_id=verification.pk, holder=user, released_at__isnull=True, expires_at__gt=when
+    ).update(expires_at=when + lease_duration())
+    if changed != 1:
+        raise _not_held("the lease ran out or was released; claim the item again")
+    return ReviewLease.objects.get(verification_id=verification.pk)
+
+
+def _end_lease(verification_pk: Any, user: Any, now: datetime, end_reason: str) -> bool:
+    return (
+        ReviewLease.objects.filter(verification_id=verification_pk, holder=user, released_at__isnull=True).update(
+            released_at=now, end_reason=end_reason[:32]
+        )
+        == 1
+    )
+
+
+@transaction.atomic
+def review_release(
+    *, user: Any, verification: Verification, now: datetime | None = None, end_reason: str = END_RELEASED
+) -> bool:
+    """Give the item back to the queue; True when ``user`` held a lease on it (idempotent)."""
+    _require_reviewer(user)
+    released = _end_lease(verification.pk, user, _now(now), end_reason)
+    if released:  # issue 7 §4: on the security log
+        security_log.review_lease_recorded(
+            kind="release", user=user, verification_id=verification.pk, detail={"end_reason": end_reason}
+        )
+    return released
+
+
+@transaction.atomic
+def review_skip(*, user: Any, verification: Verification, reason: str = "", now: datetime | None = None) -> bool:
+    """"Skip": give the item back to the queue (when ``user`` holds it) and record the skip, with its optional reason,
+    on the security log (issue 14). The caller keeps the item out of this reviewer's next claims for the session
+    (``review_claim_next_id(skip=...)``). True when a lease was released."""
+    _require_reviewer(user)
+    text = " ".join(str(reason or "").split())
+    if len(text) > MAX_SKIP_REASON_CHARS:
+        raise ServiceError(Reason.INVALID_REQUEST, f"a skip reason is at most {MAX_SKIP_REASON_CHARS} characters")
+    released = _end_lease(verification.pk, user, _now(now), END_SKIPPED)
+    security_log.review_lease_recorded(
+        kind="release",
+        user=user,
+        verification_id=verification.pk,
+        detail={"end_reason": END_SKIPPED, "skip_reason": text, "held": released},
+    )
+    return released
+
+
+# --- deciding --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A refusal decided under the row lock, raised after the transaction (so what it records is kept)."""
+
+    error: KernelError
+    release: bool
+
+
+def _action(value: object) -> ReviewAction:
+    try:
+        return ReviewAction(str(value))
+    except ValueError:
+        raise DecisionRefused(Reason.DECISION_VERDICT_NOT_ALLOWED, f"verdict={value!r}") from None
+
+
+def _check_key(request_key: object) -> str:
+    if not isinstance(request_key, str) or not 16 <= len(request_key) <= 64 or not request_key.isascii():
+        raise ServiceError(Reason.INVALID_REQUEST, "the form's request key is missing or malformed; reload the page")
+    return request_key
+
+
+def _check_rationale(rationale: object) -> str:
+    if not isinstance(rationale, str) or not rationale.strip():
+        raise DecisionRefused(Reason.RATIONALE_REQUIRED)
+    if len(rationale) > MAX_RATIONALE_CHARS:
+        raise ServiceError(Reason.INVALID_REQUEST, f"a rationale is at most {MAX_RATIONALE_CHARS} characters")
+    return rationale.strip()
+
+
+def _replayed(request_key: str, verification: Verification, user: Any) -> ReviewDecision | None:
+    existing = ReviewDecision.objects.select_related("receipt").filter(request_key=request_key).first()
+    if existing is None:
+        return None
+    if existing.verification_id != verification.pk or existing.user_id != user.pk:
+        raise ServiceError(Reason.IDEMPOTENCY_CONFLICT, "this form was already used for another decision", status=409)
+    return existing
+
+
+def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
+    """Rails 1–3 with the reviewer's human actor as the verifier (SPEC §9); and the approval's cycle (rail 1)."""
+    task = locked.task
+    if task is None or locked.cycle is None:
+        return ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject", status=409)
+    stale = check_approval_cycle(approval_cycle=locked.cycle, current_cycle=current_cycle(task))
+    if stale is not None:
+        return DecisionRefused(stale, f"the verification is of cycle {locked.cycle}; the task has been reopened")
+    # SPEC §1: the cycle's workers (claimants AND submitters), their boundaries and the link committers come from the
+    # one selector, exactly as for an automated run.
+    found = cycle_workers(task, locked.cycle)
+    refusal = check_verifier(
+        verifier=kernel_actor(actor),
+        cycle=locked.cycle,
+        claims=found.claims,
+        links=found.links,
+        workers=found.workers,
+    )
+    if refusal is None:
+        return None
+    return DecisionRefused(refusal.reason, f"rail {refusal.rail}: {refusal.detail}", details={"rail": refusal.rail})
+
+
+def _prior(head: Receipt, now: datetime) -> tuple[Mapping[str, Any], Outcome]:
+    payload = receipt_payload(head)
+    if "criteria" not in payload:
+        raise ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "the head receipt holds no outcome to decide over", status=409)
+    return payload, read_outcome(payload, now=now)
+
+
+def _cited_items(locked: Verification, cited: Sequence[str]) -> list[StoredItem]:
+    """The stored bytes of exactly the cited items, which must be evidence bound to this verification."""
+    bound = {
+        str(row.evidence_id): row.evidence
+        for row in VerificationEvidence.objects.filter(verification=locked).select_related("evidence")
+    }
+    items = []
+    for evidence_id in cited:
+        evidence: Evidence | None = bound.get(evidence_id)
+        if evidence is None:
+            raise DecisionRefused(
+                Reason.DECISION_CITES_NO_EVIDENCE, f"{evidence_id} is not evidence of this verification"
+            )
+        redacted = evidence.redacted_at is not None
+        content = None if redacted else storage.read(evidence.digest)  # read now (SPEC §2)
+        items.append(StoredItem(evidence_id, evidence.digest, content, redacted=redacted))
+    return items
+
+
+def _check_cited(cited_evidence_ids: object) -> tuple[str, ...]:
+    if isinstance(cited_evidence_ids, (str, bytes)) or not isinstance(cited_evidence_ids, Sequence):
+        raise DecisionRefused(Reason.DECISION_CITES_NO_EVIDENCE, "cited evidence is a list of evidence ids")
+    cited = tuple(dict.fromkeys(str(e).strip() for e in cited_evidence_ids))
+    if len(cited) > MAX_CITED or any(not e for e in cited):
+        raise DecisionRefused(Reason.DECISION_CITES_NO_EVIDENCE, "an evidence id is blank, or too many are cited")
+    return cited
+
+
+def _decision_payload(
+    *, prior_payload: Mapping[str, Any], prior: Outcome, outcome: DecisionOutcome, actor: Actor, head: Receipt
+) -> dict[str, Any]:
+    """SPEC §7's payload for a person's decision: its own outcome (it replaces the folded verdict, SPEC §2), the one
+    human check, who decided, the cited evidence with tier and independence, its integrity proof, the receipt it
+    supersedes and the rationale; and what it superseded, as read when deciding."""
+    cited = set(outcome.cited_evidence_ids)
+    check = outcome.check
+    return {
+        "subject": prior_payload.get("subject"),
+        "contract": prior_payload.get("contract"),
+        "verdict": outcome.verdict.value,
+        "determination": outcome.determination.value,
+        "score": outcome.score,
+        "confidence": outcome.confidence,
+        "flagged": outcome.flagged,
+        "flag_reason": outcome.flag_reason,
+        "reason": outcome.reason.value,
+        "checks": [
+            {
+                "criterion": check.criterion,
+                "authority": check.authority.value,
+                "verdict": check.verdict.value,
+                "reason": check.reason.value,
+                "origin": check.origin.value,
+                "evidence_ids": list(check.evidence_ids),
+                "detail": check.detail,
+                "deadline": None,
+                "on_expiry": None,
+            }
+        ],
+        "actor": {"id": actor.name, "kind": actor.kind},
+        "authority": outcome.authority.value,
+        "evidence": [e for e in prior_payload.get("evidence", ()) if str(e.get("id")) in cited],
+        "cited_evidence_ids": list(outcome.cited_evidence_ids),
+        "citations": [],
+        "integrity_proof": outcome.integrity.as_payload(),
+        "superseded": {
+            "receipt_id": head.content_hash,
+            "kind": head.kind,
+            "verdict": prior.verdict.value,
+            "determination": prior.determination.value if prior.determination is not None else None,
+            "reason": prior.reason.value if prior.reason is not None else None,
+            "flag_reason": prior.flag_reason,
+        },
+        "supersedes_receipt_id": head.content_hash,
+        "rationale": outcome.rationale,
+    }
+
+
+def _decide_locked(
+    *,
+    user: Any,
+    actor: Actor,
+    locked: Verification,
+    action: ReviewAction,
+    rationale: str,
+    cited: tuple[str, ...],
+    request_key: str,
+    now: datetime,
+) -> ReviewDecision | _Refused:
+    if _lease_held(locked.pk, user, now) is None:
+        return _Refused(_not_held("claim the item before deciding it"), release=False)
+    head = head_of(locked)
+    if head is None:
+        return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "it has no receipt yet", status=409), release=True)
+    if head.kind == ReceiptKind.DECISION or locked.human_decided:
+        return _Refused(ServiceError(Reason.ALREADY_DECIDED, f"receipt {head.content_hash}", status=409), release=True)
+    if not in_queue(locked, now=now):
+        return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, f"verification {locked.pk}", status=409), release=True)
+    refusal = _rail_refusal(locked, actor)
+    if refusal is not None:
+        # SPEC §9: for a person a rail refusal is an error shown to them; no receipt. The item goes to others.
+        return _Refused(refusal, release=True)
+    prior_payload, prior = _prior(head, now)
+
+    if action is ReviewAction.MORE_EVIDENCE:
+        record = ReviewDecision(
+            request_key=request_key,
+            verification=locked,
+            user=user,
+            actor=actor,
+            action=action.value,
+            rationale=rationale,
+            cited_evidence_ids=list(cited),
+            created_at=now,
+        )
+        record.save()
+        Verification.objects.filter(pk=locked.pk).update(awaiting_evidence=True)
+        _end_lease(locked.pk, user, now, END_EVIDENCE_REQUESTED)
+        forget_queue_counts()
+        transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
+        events.event_emit(
+            kind=events.EVIDENCE_REQUESTED,
+            verification=locked,
+            payload={
+                "verification_id": str(locked.pk),
+                "actor": actor.name,
+                "reason": Reason.HUMAN_DECISION.value,
+                "rationale": rationale,
+            },
+        )
+        return record
+
+    integrity = recheck(_cited_items(locked, cited)) if cited else recheck(())
+    try:
+        outcome = decide(
+            prior=prior,
+            verdict=Verdict(action.value),
+            cited_evidence_ids=cited,
+            integrity=integrity,
+            rationale=rationale,
+        )
+    except DecisionRefused as exc:
+        # SPEC §2, §10: bytes found gone or changed while deciding raise an evidence-integrity finding all the same.
+        subject = subject_key(task_id=str(locked.task_id), cycle=int(locked.cycle or 1))
+        for finding in evidence_integrity_findings(proof=integrity, subject=subject):
+            finding_raise(finding=finding, subject=subject, verification=locked, receipt_refs=[head.content_hash])
+        return _Refused(exc, release=False)
+    payload = _decision_payload(prior_payload=prior_payload, prior=prior, outcome=outcome, actor=actor, head=head)
+    receipt = receipt_issue(verification=locked, kind=ReceiptKind.DECISION, payload=payload, created_at=now)
+    passed = outcome.verdict is Verdict.PASS
+    Verification.objects.filter(pk=locked.pk).update(
+        verdict=outcome.verdict.value,
+        determination=outcome.determination.value,
+        flagged=False,
+        flag_reason=None,
+        reason=Reason.HUMAN_DECISION.value,
+        human_decided=True,
+        pending_until=None,
+        awaiting_evidence=not passed,  # a FAIL may still be repaired with new evidence (a re-run)
+    )
+    record = ReviewDecision(
+        request_key=request_key,
+        verification=locked,
+        user=user,
+        actor=actor,
+        action=action.value,
+        rationale=rationale,
+        cited_evidence_ids=list(outcome.cited_evidence_ids),
+        receipt=receipt,
+        created_at=now,
+    )
+    record.save()
+    _end_lease(locked.pk, user, now, END_DECIDED)
+    forget_queue_counts()
+    transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
+    events.event_emit(
+        kind=events.VERIFICATION_DECIDED,
+        verification=locked,
+        payload={
+            "verification_id": str(locked.pk),
+            "receipt_id": receipt.content_hash,
+            "seq": receipt.seq,
+            "receipt_kind": receipt.kind,
+            "verdict": outcome.verdict.value,
+            "determination": outcome.determination.value,
+            "flagged": False,
+            "actor": actor.name,
+        },
+    )
+    return record
+
+
+def review_decide(
+    *,
+    user: Any,
+    verification: Verification,
+    verdict: str,
+    rationale: str,
+    cited_evidence_ids: Sequence[str],
+    request_key: str,
+    now: datetime | None = None,
+) -> ReviewDecision:
+    """Record a reviewer's PASS, FAIL or MORE_EVIDENCE ("needs more evidence") on a queue item they hold.
+
+    Returns the ``ReviewDecision`` (with its ``decision`` receipt for PASS and FAIL). The same ``request_key``
+    again returns the first result (one receipt). Refusals carry their code: ``review-lease-not-held``,
+    ``already-decided``, ``not-in-review-queue``, ``stale-cycle``, the rails' (``worker-self-verification``,
+    ``verifier-authored-work``, ``shared-execution-boundary``, ``unnamed-actor``: the lease is released),
+    ``rationale-required``, ``decision-cites-no-evidence``, ``mismatch-needs-new-evidence``,
+    ``deterministic-fail-needs-new-evidence`` and the integrity codes of the cited items; ``permission-denied`` for a
+    user who may not decide.
+    """
+    _require_reviewer(user)
+    when = _now(now)
+    key = _check_key(request_key)
+    action = _action(verdict)
+    actor = actor_for_user(user)
+    with transaction.atomic():
+        locked = (
+            Verification.objects.select_for_update(of=("self",))
+            .select_related("task")
+            .filter(pk=verification.pk)
+            .first()
+        )
+        if locked is None:
+            raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+        replayed = _replayed(key, locked, user)
+        if replayed is not None:
+            return replayed
+        text = _check_rationale(rationale)
+        cited = _check_cited(cited_evidence_ids)
+        result = _decide_locked(
+            user=user, actor=actor, locked=locked, action=action, rationale=text, cited=cited, request_key=key, now=when
+        )
+    if isinstance(result, ReviewDecision):
+        return result
+    if result.release:
+        _end_lease(verification.pk, user, when, result.error.reason.value)
+    raise result.error
+
+
+def review_request_evidence(
+    *, user: Any, verification: Verification, rationale: str, request_key: str, now: datetime | None = None
+) -> ReviewDecision:
+    """ "Needs more evidence": out of the queue until new evidence brings a re-run (``review_decide`` with
+    MORE_EVIDENCE)."""
+    return review_decide(
+        user=user,
+        verification=verification,
+        verdict=ReviewAction.MORE_EVIDENCE.value,
+        rationale=rationale,
+        cited_evidence_ids=(),
+        request_key=request_key,
+        now=now,
+    )

@@ -1,0 +1,61 @@
+"""The event feed (``GET /v1/events?after=CURSOR``): an ordered, append-only log of state changes.
+
+``Event.id`` is the cursor. Ids are allocated and committed in the same order: on PostgreSQL every emitter takes
+one transaction-scoped advisory lock right before its insert and holds it to commit, so no reader that has seen id
+``n`` can later find an id below ``n`` appear (a plain sequence would allow that). Emit events last in a
+transaction, so the lock is held only for the commit. SQLite serializes writers already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from django.db import connection, transaction
+
+from verification.runs.models import Event, Verification
+
+_EVENT_FEED_LOCK: Final = 8_200_308_002  # pg_advisory_xact_lock key of the event feed (any fixed bigint)
+
+VERIFICATION_FINISHED: Final = "verification.finished"  # a receipt gave it a determination
+VERIFICATION_PENDING: Final = "verification.pending"  # a receipt was issued with a PENDING check deciding the fold
+VERIFICATION_FAILED: Final = "verification.failed"  # operational failure after the last attempt (no receipt)
+VERIFICATION_DECIDED: Final = "verification.decided"  # a person's decision (emitted by the review issue)
+EVIDENCE_REQUESTED: Final = "verification.evidence_requested"  # a reviewer asked for more evidence (issue 5)
+RESULT_RECEIVED: Final = "result.received"  # a semantic or imported result arrived for a pending criterion
+FINDING_RAISED: Final = "finding.raised"
+
+KINDS: Final = frozenset(
+    {VERIFICATION_FINISHED, VERIFICATION_PENDING, VERIFICATION_FAILED, VERIFICATION_DECIDED, RESULT_RECEIVED,
+     FINDING_RAISED, EVIDENCE_REQUESTED}
+)
+
+
+def _lock_feed() -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EVENT_FEED_LOCK])
+
+
+def event_append(
+    *, kind: str, verification: Verification | None = None, payload: Mapping[str, Any] | None = None
+) -> Event:
+    """``event_emit`` inside a transaction the caller holds (no savepoint of its own: one round trip less on the
+    run path). Call it as the last write of that transaction, like ``event_emit``."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("event_append runs inside the caller's transaction")
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    _lock_feed()
+    return Event.objects.create(kind=kind, verification=verification, payload=dict(payload or {}))
+
+
+@transaction.atomic
+def event_emit(
+    *, kind: str, verification: Verification | None = None, payload: Mapping[str, Any] | None = None
+) -> Event:
+    """Append one event. Call it as the last write of its transaction (see the module docstring)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    _lock_feed()
+    return Event.objects.create(kind=kind, verification=verification, payload=dict(payload or {}))

@@ -1,0 +1,1 @@
+"""Writes of trust: keys and pins, receipts, the audit, the security log."""
