@@ -28,7 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FLOOR = Path(__file__).resolve().with_name("structural_gate_floor.txt")
 
 ANALYSED = re.compile(r"Analyzed (\d+) files, (\d+) dependencies")
-CONTRACT_LINE = re.compile(r"^(?P<name>.+?) (?P<state>KEPT|BROKEN)\s*$")
+#: "name KEPT", "name BROKEN", or with the ignore count lint-imports appends: "name KEPT (2 ignored imports)".
+CONTRACT_LINE = re.compile(r"^(?P<name>.+?) (?P<state>KEPT|BROKEN)(?: \(\d+ ignored imports?\))?\s*$")
 
 
 @dataclass
@@ -43,8 +44,24 @@ class GateResult:
 
 
 def module_exists(root: Path, dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package under ``root``; a wildcard expression (``*`` one name, ``**``
+    one or more) exists when it matches at least one."""
+    if "*" in dotted:
+        pattern = re.compile(
+            r"\.".join(
+                r"[^.]+(?:\.[^.]+)*" if part == "**" else re.escape(part).replace(r"\*", "[^.]+")
+                for part in dotted.split(".")
+            )
+        )
+        return any(pattern.fullmatch(name) for name in _module_names(root, dotted.split(".", 1)[0]))
     path = root.joinpath(*dotted.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _module_names(root: Path, package: str) -> Iterable[str]:
+    for path in (root / package).rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _is_internal(dotted: str, root_packages: Iterable[str]) -> bool:
@@ -130,6 +147,9 @@ def run_gate(root: Path, config_file: Path, floor: int | None) -> GateResult:
             (kept if contract.group("state") == "KEPT" else broken).append(contract.group("name"))
     if proc.returncode != 0 and not broken:
         problems.append(f"lint-imports failed (exit {proc.returncode})")
+    checked = ini.count("[importlinter:contract:")
+    if proc.returncode == 0 and len(kept) + len(broken) != checked:
+        problems.append(f"read {len(kept) + len(broken)} contract results, expected {checked}")
     if analysed is None:
         problems.append("could not read how many files lint-imports analysed")
     elif floor is not None and analysed < floor:
