@@ -50,7 +50,7 @@ from verification.kernel.reasons import Reason, explain
 from verification.runs.selectors import verification_get
 from verification.trust import selectors as trust_selectors
 from verification.trust.models import SecurityEventKind
-from verification.trust.services import audit, keys, security_log
+from verification.trust.services import audit, checkpoints, keys, security_log
 from verification.trust.services.security_log import client_address
 from verification.trust.signing import SigningKeyUnavailable
 
@@ -354,8 +354,8 @@ def audit_page(request: HttpRequest) -> HttpResponse:
         "adminportal/audit.html",
         {
             "runs": audit.latest_runs(10),
-            "checkpoints": audit.checkpoint_tail(10),
-            "checkpoint_path": audit.checkpoint_log_path(),
+            "checkpoints": checkpoints.checkpoint_tail(10),
+            "checkpoint_path": checkpoints.checkpoint_log_path(),
             "findings": trust_selectors.audit_findings(),
         },
     )

@@ -19,13 +19,15 @@ from django.utils import timezone
 
 from tests.adminportal.conftest import guards_lifted, issue_chain, rewrite_chain, rogue_key, tamper_envelope
 from verification.kernel.canonical import canonical_text
+from verification.kernel.checkpoint import checkpoint_message, parse_checkpoint, sign_checkpoint, verify_checkpoint
 from verification.kernel.findings import FindingKind
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason
 from verification.reviews.models import Finding
 from verification.trust.models import AuditLeaf, AuditRun, PinAction, PinEntry, PinPurpose, Receipt, SecurityLogEntry
 from verification.trust.services import audit
-from verification.trust.services.audit import audit_run, parse_checkpoint, verify_checkpoint
+from verification.trust.services.audit import audit_run
+from verification.trust.services.audit_report import AuditReport
 from verification.trust.services.keys import key_revoke, signing_key_rotate
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +37,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _codes(report: audit.AuditReport) -> set[tuple[str, str]]:
+def _codes(report: AuditReport) -> set[tuple[str, str]]:
     return {(p.kind.value, p.code.value) for p in report.problems}
 
 
@@ -80,9 +82,9 @@ def test_a_clean_audit_verifies_every_chain_and_appends_a_signed_tree_head(
 
 def test_the_signature_covers_the_checkpoint_domain_and_every_field(checkpoint_log: Path, signing_key: Any) -> None:
     key = PrivateKey.generate()
-    signed = audit.sign_checkpoint(private_key=key, tree_size=3, root_hash="ab" * 32, timestamp=timezone.now())
+    signed = sign_checkpoint(private_key=key, tree_size=3, root_hash="ab" * 32, timestamp=timezone.now())
     assert verify_checkpoint(signed, key.public_key)
-    message = audit.checkpoint_message(signed.body())
+    message = checkpoint_message(signed.body())
     assert message.startswith(b"acretix-verify/checkpoint-sig/1:")
     for change in ({"tree_size": 4}, {"root_hash": "cd" * 32}, {"timestamp": "2000-01-01T00:00:00.000000Z"}):
         forged = parse_checkpoint(canonical_text({**json.loads(signed.as_line()), **change}))
@@ -331,7 +333,7 @@ def test_a_forged_checkpoint_line_is_tamper_and_set_aside(chain: Any, checkpoint
     with checkpoint_log.open("a") as handle:
         handle.write(canonical_text({**line, "tree_size": 2}) + "\n")  # edited: the signature no longer covers it
         handle.write("not json\n")
-        other = audit.sign_checkpoint(
+        other = sign_checkpoint(
             private_key=PrivateKey.generate(), tree_size=3, root_hash=first.root_hash, timestamp=timezone.now()
         )
         handle.write(other.as_line() + "\n")  # signed, but by no portal key
@@ -369,7 +371,7 @@ def test_a_checkpoint_larger_than_the_tree_is_inconsistent(
 
     audit_run()
     private = signing.private_key_for(signing_key)
-    bigger = audit.sign_checkpoint(private_key=private, tree_size=99, root_hash="ab" * 32, timestamp=timezone.now())
+    bigger = sign_checkpoint(private_key=private, tree_size=99, root_hash="ab" * 32, timestamp=timezone.now())
     with checkpoint_log.open("a") as handle:
         handle.write(bigger.as_line() + "\n")
     report = audit_run()

@@ -208,11 +208,40 @@ def build_proof(*, verification_id: str, entries: Sequence[Entry], proof_head_ha
     for entry in entries:
         if not isinstance(entry, Entry):
             raise InvariantError(Reason.MALFORMED_PROOF, f"not an Entry: {type(entry).__name__}")
+    return proof_document(
+        verification_id=verification_id,
+        entries=[e.as_json() for e in sorted(entries, key=lambda e: e.seq)],
+        proof_head_hash=proof_head_hash,
+    )
+
+
+def wire_entry(
+    *, seq: Any, key_id: Any, prev_hash: Any, content_hash: Any, signature: Any, envelope: Any
+) -> dict[str, Any]:
+    """One entry as the wire's JSON object, from stored columns taken as they are (the portal signs every receipt
+    with the one algorithm and format). Unchecked: for re-verifying what is stored, tampered or not."""
+    return {
+        "seq": seq,
+        "key_id": key_id,
+        "algo": ALGO,
+        "format": FORMAT,
+        "prev_hash": prev_hash,
+        "content_hash": content_hash,
+        "signature": signature,
+        "envelope": envelope,
+    }
+
+
+def proof_document(
+    *, verification_id: str, entries: Sequence[Mapping[str, Any]], proof_head_hash: str
+) -> dict[str, Any]:
+    """The proof document's frame around ``entries`` as given, in the order given. ``build_proof`` checks its entries
+    first; the audit hands over the stored rows unchecked (``wire_entry``) so the strict verifier judges them."""
     return {
         "verification_id": verification_id,
         "format": FORMAT,
         "signing_domain": SIGNING_DOMAIN,
         "jwks_uri": JWKS_URI,
         "proof_head_hash": proof_head_hash,
-        "entries": [e.as_json() for e in sorted(entries, key=lambda e: e.seq)],
+        "entries": [dict(e) for e in entries],
     }

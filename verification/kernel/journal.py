@@ -27,9 +27,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from verification.kernel.canonical import canonical_text, canonicalize, loads_strict
+from verification.kernel.canonical import canonical_text, canonicalize
 from verification.kernel.errors import KernelError
 from verification.kernel.keys import PrivateKey, PublicKey
+from verification.kernel.loglines import parse_fields_line
 from verification.kernel.reasons import Reason
 
 JOURNAL_FORMAT: Final = "reviewportal/pin-journal/1"
@@ -125,14 +126,13 @@ def _event_key(event: Mapping[str, Any], where: str) -> PublicKey:
     return key
 
 
+def _refused(detail: str) -> JournalRefused:
+    return JournalRefused(Reason.PIN_JOURNAL_INVALID, detail)
+
+
 def parse_line(text: str, where: str) -> dict[str, Any]:
     """A line parsed strictly: exactly the six fields, of the right types."""
-    try:
-        doc = loads_strict(text)
-    except KernelError as exc:
-        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: not strict JSON ({exc.reason.value})") from None
-    if not isinstance(doc, dict) or sorted(doc) != sorted(LINE_FIELDS):
-        raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: expected exactly the fields {LINE_FIELDS}")
+    doc = parse_fields_line(text, LINE_FIELDS, where=where, refuse=_refused)
     if doc["format"] != JOURNAL_FORMAT:
         raise JournalRefused(Reason.PIN_JOURNAL_INVALID, f"{where}: format {doc['format']!r} is not {JOURNAL_FORMAT}")
     seq, event = doc["seq"], doc["event"]
@@ -162,8 +162,9 @@ def apply_event(state: JournalState, event: Mapping[str, Any], where: str) -> No
         if status == "active":
             if state.active is not None:
                 old = state.keys[state.active]
-                state.keys[state.active] = JournalKey(old.key, "retired", old.created_at, old.revoked_at,
-                                                      old.revoked_reason)
+                state.keys[state.active] = JournalKey(
+                    old.key, "retired", old.created_at, old.revoked_at, old.revoked_reason
+                )
             state.active = key.key_id
         revoked_at = previous.revoked_at if previous is not None else None
         reason = previous.revoked_reason if previous is not None else ""
@@ -228,6 +229,6 @@ def verify_journal(lines: Iterable[str], *, anchors: frozenset[str] | None = Non
     if anchors and state.active is not None and state.active not in anchors:
         raise JournalRefused(
             Reason.PIN_JOURNAL_INVALID,
-            f"the journal's active key is {state.active}, not a key whose private material the portal holds"
+            f"the journal's active key is {state.active}, not a key whose private material the portal holds",
         )
     return state

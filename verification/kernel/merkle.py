@@ -175,23 +175,83 @@ def consistency_proof_from_hashes(old_size: int, leaf_hashes: Sequence[bytes]) -
     n = len(hashes)
     if isinstance(old_size, bool) or not isinstance(old_size, int) or not 0 <= old_size <= n:
         raise ValueError("old size outside the tree")
-    if old_size in (0, n):
+    return [_subtree_root(hashes, lo, hi) for lo, hi in consistency_proof_ranges(old_size, n)]
+
+
+def consistency_proof_ranges(old_size: int, new_size: int) -> list[tuple[int, int]]:
+    """The leaf ranges ``[lo, hi)`` whose subtree roots, in order, are RFC 6962 §2.1.2's PROOF(m, D[n]).
+
+    The walk over sizes only, so a proof can also be computed while the leaves stream past (``StreamingTree``: the
+    ranges are disjoint). Empty for m == 0 or m == n; ValueError for m outside ``[0, n]``.
+    """
+    if not _is_size(old_size) or not _is_size(new_size) or old_size > new_size:
+        raise ValueError("old size outside the tree")
+    if old_size in (0, new_size):
         return []
-    proof: list[bytes] = []
-    lo, hi, m, complete = 0, n, old_size, True
+    ranges: list[tuple[int, int]] = []
+    lo, hi, m, complete = 0, new_size, old_size, True
     # SUBPROOF(m, D[lo:hi], complete), unrolled; siblings are collected top-down and reversed at the end.
     while m != hi - lo:
         k = _largest_power_of_two_below(hi - lo)
         if m <= k:
-            proof.append(_subtree_root(hashes, lo + k, hi))
+            ranges.append((lo + k, hi))
             hi = lo + k
         else:
-            proof.append(_subtree_root(hashes, lo, lo + k))
+            ranges.append((lo, lo + k))
             lo, m, complete = lo + k, m - k, False
     if not complete:
-        proof.append(_subtree_root(hashes, lo, hi))
-    proof.reverse()
-    return proof
+        ranges.append((lo, hi))
+    ranges.reverse()
+    return ranges
+
+
+class StreamingTree:
+    """The root of all leaves, the root of the first ``old_size``, and PROOF(old_size, D[new_size]), in one pass.
+
+    Memory: one compact tree for the whole and one per proof range (O(log n) ranges of O(log n) hashes each).
+    """
+
+    def __init__(self, old_size: int, new_size: int) -> None:
+        self.old_size = old_size
+        self.new_size = new_size
+        self._all = CompactTree()
+        self._old_root: bytes | None = None
+        self._ranges = consistency_proof_ranges(old_size, new_size)
+        # Feed each leaf to the range that holds it: ranges are disjoint, so keep them sorted by start.
+        self._trees = [CompactTree() for _ in self._ranges]
+        self._by_start = sorted(range(len(self._ranges)), key=lambda i: self._ranges[i][0])
+        self._cursor = 0
+
+    @property
+    def size(self) -> int:
+        return self._all.size
+
+    def append(self, leaf: bytes) -> None:
+        """Append one leaf hash (32 bytes)."""
+        index = self._all.size
+        self._all.append(leaf)
+        if self._all.size == self.old_size:
+            self._old_root = self._all.root()
+        while self._cursor < len(self._by_start) and self._ranges[self._by_start[self._cursor]][1] <= index:
+            self._cursor += 1
+        if self._cursor < len(self._by_start):
+            i = self._by_start[self._cursor]
+            lo, hi = self._ranges[i]
+            if lo <= index < hi:
+                self._trees[i].append(leaf)
+
+    def root(self) -> bytes:
+        return self._all.root()
+
+    def old_root(self) -> bytes | None:
+        """The root over the first ``old_size`` leaves, once that many were appended."""
+        return self._old_root
+
+    def proof(self) -> list[bytes]:
+        """PROOF(old_size, D[new_size]); call after all ``new_size`` leaves were appended."""
+        if self._all.size != self.new_size:
+            raise ValueError(f"{self._all.size} leaves appended, {self.new_size} expected")
+        return [tree.root() for tree in self._trees]
 
 
 def consistency_proof(old_size: int, leaves: Sequence[bytes]) -> list[bytes]:

@@ -40,12 +40,18 @@ JOURNAL_FILENAME: Final = "pin-journal.log"
 PROOF_SIGNING: Final = "proof-signing"
 
 
-def journal_path() -> Path:
-    """``settings.REVIEWPORTAL_PIN_JOURNAL``, else ``<VAR_DIR>/pin-journal.log`` (resolved on every call)."""
-    configured = getattr(settings, "REVIEWPORTAL_PIN_JOURNAL", None)
+def var_file(setting: str, filename: str) -> Path:
+    """``settings.<setting>`` when set, else ``<VAR_DIR>/<filename>``: the files kept outside the database (the pin
+    journal, the audit's checkpoint log), resolved on every call."""
+    configured = getattr(settings, setting, None)
     if configured:
         return Path(configured)
-    return Path(settings.VAR_DIR) / JOURNAL_FILENAME
+    return Path(settings.VAR_DIR) / filename
+
+
+def journal_path() -> Path:
+    """``settings.REVIEWPORTAL_PIN_JOURNAL``, else ``<VAR_DIR>/pin-journal.log`` (resolved on every call)."""
+    return var_file("REVIEWPORTAL_PIN_JOURNAL", JOURNAL_FILENAME)
 
 
 # --- the portal's own keys, from private material outside the database ----------------------------------------------

@@ -1,4 +1,4 @@
-"""The audit's streaming Merkle tree (``services.audit.StreamingTree``): the same roots and consistency proofs as the
+"""The audit's streaming Merkle tree (``kernel.merkle.StreamingTree``): the same roots and consistency proofs as the
 kernel's ``merkle`` module computes over all leaves in memory, and as the RFC 6962 vectors (``../shared/vectors``),
 in one pass; and every corruption of a proof it computed fails ``verify_consistency``."""
 
@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from verification.kernel.merkle import (
     EMPTY_ROOT,
+    StreamingTree,
     consistency_proof_from_hashes,
+    consistency_proof_ranges,
     leaf_hash,
     root_from_hashes,
     verify_consistency,
 )
-from verification.trust.services.audit import StreamingTree, consistency_proof_ranges
 
 
 def _hashes(n: int) -> list[bytes]:
