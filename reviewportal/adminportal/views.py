@@ -8,7 +8,6 @@ unpin, redact, deactivate) are a GET confirmation page naming them, then a POST.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterator
 from typing import Any, Final
@@ -39,6 +38,7 @@ from reviewportal.adminportal.forms import (
     UserCreateForm,
     VerifyProofForm,
 )
+from verification import csv_export
 from verification.actors import selectors as actors_selectors
 from verification.actors.models import Actor
 from verification.actors.services import users
@@ -55,7 +55,7 @@ from verification.trust.services.security_log import client_address
 from verification.trust.signing import SigningKeyUnavailable
 
 GET_POST: Final = require_http_methods(["GET", "POST"])
-CSV_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+LOG_CSV_HEADER: Final = ("id", "created_at", "kind", "actor", "username", "target", "ip_address", "detail")
 
 
 def _refusal(exc: KernelError) -> dict[str, str]:
@@ -722,17 +722,6 @@ def security_log_page(request: HttpRequest) -> HttpResponse:
     return _render(request, "adminportal/security_log.html", context)
 
 
-def _cell(value: Any) -> str:
-    """A CSV cell a spreadsheet will not run as a formula (OWASP CSV injection)."""
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(CSV_FORMULA_START) else text
-
-
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @require_GET
 @access.security_log_reader
 def security_log_csv(request: HttpRequest) -> HttpResponseBase:
@@ -745,27 +734,26 @@ def security_log_csv(request: HttpRequest) -> HttpResponseBase:
     except DatabaseError:  # pragma: no cover - surfaced as a server error by Django otherwise
         raise
 
-    def lines() -> Iterator[str]:
-        writer = csv.writer(_Echo())
-        yield writer.writerow(["id", "created_at", "kind", "actor", "username", "target", "ip_address", "detail"])
+    def entries() -> Iterator[list[Any]]:
         entry = first
         while entry is not None:
-            yield writer.writerow(
-                [
-                    entry.pk,
-                    entry.created_at.isoformat(),
-                    entry.kind,
-                    _cell(entry.actor_label),
-                    _cell(entry.user.get_username() if entry.user else ""),
-                    _cell(entry.target),
-                    entry.ip_address or "",
-                    _cell(json.dumps(entry.detail, sort_keys=True, ensure_ascii=False)),
-                ]
-            )
+            yield [
+                entry.pk,
+                entry.created_at.isoformat(),
+                entry.kind,
+                entry.actor_label,
+                entry.user.get_username() if entry.user else "",
+                entry.target,
+                entry.ip_address,
+                json.dumps(entry.detail, sort_keys=True, ensure_ascii=False),
+            ]
             entry = next(rows, None)
 
+    plain, safe = csv_export.plain_cell, csv_export.safe_cell
+    lines = csv_export.stream(LOG_CSV_HEADER, entries(), [plain, plain, plain, safe, safe, safe, plain, safe])
+
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="security-log-{stamp}.csv"'
     response["Cache-Control"] = "no-store"
     return response

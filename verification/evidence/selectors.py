@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +10,7 @@ from typing import Any, Final
 
 from django.db.models import Count, Q
 
+from verification import cursors
 from verification.errors import ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -78,27 +77,11 @@ def evidence_list(*, filters: Mapping[str, str], cursor: str | None, limit: int)
     if state:
         queryset = queryset.filter(redacted_at__isnull=state == "accessible")
     if cursor:
-        when, pk = _decode_cursor(cursor)
+        when, pk = cursors.decode(cursor, datetime, uuid.UUID)
         queryset = queryset.filter(Q(admitted_at__lt=when) | Q(admitted_at=when, id__lt=pk))
     page = list(queryset.order_by("-admitted_at", "-id")[: limit + 1])
-    next_cursor = _encode_cursor(page[limit - 1].admitted_at, str(page[limit - 1].pk)) if len(page) > limit else None
+    next_cursor = cursors.encode(page[limit - 1].admitted_at, page[limit - 1].pk) if len(page) > limit else None
     return page[:limit], next_cursor
-
-
-def _encode_cursor(when: datetime, pk: str) -> str:
-    return base64.urlsafe_b64encode(f"{when.isoformat()}|{pk}".encode()).decode("ascii").rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
-        when, _, pk = text.partition("|")
-        parsed = datetime.fromisoformat(when)
-        if parsed.tzinfo is None:
-            raise ValueError("naive")
-        return parsed, uuid.UUID(pk)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise ServiceError(Reason.INVALID_REQUEST, "cursor is not one this page issued") from None
 
 
 @dataclass(frozen=True)
