@@ -11,55 +11,33 @@ without the permission get 403. The services check again (``verification.reviews
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from reviewportal.access import has_permission, requiring
+from verification.actors.roles import CLOSE_FINDING, INSPECT_CHAINS, VIEW_FINDINGS, VIEW_HISTORY
 
-HISTORY_PERMISSION: Final = "reviewportal.view_history"
-FINDINGS_PERMISSION: Final = "reviewportal.view_findings"
-CLOSE_PERMISSION: Final = "reviewportal.close_finding"
-CHAIN_PERMISSION: Final = "reviewportal.inspect_chains"
-
-View = TypeVar("View", bound=Callable[..., HttpResponse])
-
-
-def _has(user: Any, permission: str) -> bool:
-    return bool(user.is_authenticated and user.is_active and user.has_perm(permission))
+HISTORY_PERMISSION: Final = VIEW_HISTORY
+FINDINGS_PERMISSION: Final = VIEW_FINDINGS
+CLOSE_PERMISSION: Final = CLOSE_FINDING
+CHAIN_PERMISSION: Final = INSPECT_CHAINS
 
 
 def can_view_history(user: Any) -> bool:
-    return _has(user, HISTORY_PERMISSION)
+    return has_permission(user, HISTORY_PERMISSION)
 
 
 def can_view_findings(user: Any) -> bool:
-    return _has(user, FINDINGS_PERMISSION)
+    return has_permission(user, FINDINGS_PERMISSION)
 
 
 def can_close_findings(user: Any) -> bool:
-    return _has(user, FINDINGS_PERMISSION) and _has(user, CLOSE_PERMISSION)
+    return has_permission(user, FINDINGS_PERMISSION) and has_permission(user, CLOSE_PERMISSION)
 
 
 def can_inspect_chains(user: Any) -> bool:
-    return _has(user, CHAIN_PERMISSION)
+    return has_permission(user, CHAIN_PERMISSION)
 
 
-def _requiring(check: Callable[[Any], bool]) -> Callable[[View], View]:
-    def decorator(view: View) -> View:
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if not check(request.user):
-                raise PermissionDenied
-            return view(request, *args, **kwargs)
-
-        return login_required(wrapped)  # type: ignore[return-value]
-
-    return decorator
-
-
-history_required = _requiring(can_view_history)
-findings_required = _requiring(can_view_findings)
-closer_required = _requiring(can_close_findings)
+history_required = requiring(can_view_history)
+findings_required = requiring(can_view_findings)
+closer_required = requiring(can_close_findings)
