@@ -7,10 +7,11 @@ from typing import Any
 from django import forms
 
 from verification.actors.models import ActorKind
+from verification.actors.roles import ROLES
 from verification.actors.services.actors import SCOPES
 from verification.trust.models import PinPurpose
 
-ROLE_CHOICES = [("admin", "admin"), ("manager", "manager"), ("reviewer", "reviewer")]
+ROLE_CHOICES = [(role, role) for role in ROLES]
 PURPOSE_CHOICES = [(p.value, p.label) for p in PinPurpose]
 MACHINE_KIND_CHOICES = [(k.value, k.label) for k in ActorKind if k is not ActorKind.HUMAN]
 SCOPE_CHOICES = [(s, s) for s in sorted(SCOPES)]

@@ -14,13 +14,14 @@ tests/api/test_ownership.py walks it.
 from __future__ import annotations
 
 from verification.actors.models import Actor, ActorKind
+from verification.actors.roles import ADMIN
 from verification.errors import ServiceError
 from verification.kernel.reasons import Reason
 from verification.runs.cycle_workers import CycleWorkers
 from verification.runs.models import Task, Verification
 
 #: The portal role whose holders may reopen any task (``services.users.ADMIN``; not imported: users imports more).
-ADMIN_ROLE = "admin"
+ADMIN_ROLE = ADMIN
 
 
 def is_task_owner(actor: Actor, task: Task) -> bool:

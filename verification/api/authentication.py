@@ -14,6 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.request import Request
 
+from verification.actors.roles import VIEW_HISTORY
 from verification.api.errors import WWW_AUTHENTICATE, ApiError
 from verification.kernel.reasons import Reason
 
@@ -24,7 +25,7 @@ MAX_TOKEN_CHARS: Final = 200
 #: What a logged-in portal user may read through the API (GET endpoints only); writes need a token.
 SESSION_SCOPES: Final = frozenset({"verifications:read", "events:read"})
 #: The permission (verification.actors.roles: reviewer, manager and admin all hold it) that opens those reads.
-SESSION_READ_PERMISSION: Final = "reviewportal.view_history"
+SESSION_READ_PERMISSION: Final = VIEW_HISTORY
 
 
 @dataclass(frozen=True)

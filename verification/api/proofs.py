@@ -12,13 +12,14 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
+from verification.actors.roles import ADMIN
 from verification.kernel.reasons import Reason, explain
 from verification.runs.models import Verification
 from verification.runs.selectors import verification_get
 from verification.trust.selectors import head_of, proof_for
 
 #: verification.actors.roles.ADMIN (the verification app does not import the portal).
-ADMIN_GROUP = "admin"
+ADMIN_GROUP = ADMIN
 NO_STORE = "private, no-store"
 #: The scope an API token needs to read proofs (the API's read scope).
 PROOF_SCOPE = "verifications:read"

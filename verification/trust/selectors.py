@@ -10,6 +10,7 @@ from typing import Any, Final
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from verification.actors.roles import ROLES
 from verification.errors import ServiceError
 from verification.kernel import limits
 from verification.kernel.canonical import loads_strict
@@ -477,7 +478,7 @@ def uploaded_proof_report(
 EVIDENCE_STATES: Final = ("", "accessible", "redacted")
 
 
-ROLE_ORDER: Final = ("admin", "manager", "reviewer")
+ROLE_ORDER: Final = ROLES
 
 
 SECURITY_FILTERS: Final = ("kind", "who", "target", "since", "until")

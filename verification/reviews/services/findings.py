@@ -18,6 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from verification.actors.models import Actor
+from verification.actors.roles import CLOSE_FINDING
 from verification.actors.services.actors import kernel_actor, portal_service_actor
 from verification.errors import NotFound, PermissionRefused, ServiceError
 from verification.evidence.models import Evidence
@@ -76,7 +77,7 @@ def finding_raise(
 
 # --- a person acknowledges or closes (SPEC §10) ----------------------------------------------------------------------
 
-CLOSE_PERMISSION: Final = "reviewportal.close_finding"
+CLOSE_PERMISSION: Final = CLOSE_FINDING
 MAX_RATIONALE_CHARS: Final = 10_000
 
 

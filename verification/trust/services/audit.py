@@ -53,6 +53,7 @@ from typing import Any, Final
 from django.db import transaction
 from django.utils import timezone
 
+from verification.actors import roles
 from verification.kernel.contracts import subject_key
 from verification.kernel.findings import Finding as KernelFinding
 from verification.reviews.services.findings import finding_raise
@@ -146,7 +147,7 @@ def _record(report: AuditReport) -> None:
     report.run_id = run.pk
 
 
-INSPECT_CHAINS: Final = "reviewportal.inspect_chains"
+INSPECT_CHAINS: Final = roles.INSPECT_CHAINS
 
 
 def audit_run(*, now: datetime | None = None, checkpoint_path: Path | None = None, by: Any = None) -> AuditReport:

@@ -15,6 +15,7 @@ from typing import Any, Final
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from verification.actors import roles
 from verification.errors import NotFound, PermissionRefused
 from verification.kernel.canonical import canonical_text
 from verification.kernel.chain import format_created_at
@@ -34,7 +35,7 @@ CHANNEL_CREATE: Final = "local key creation"
 CHANNEL_ROTATE: Final = "local key rotation"
 CHANNEL_REVOKE: Final = "manage.py revoke_signing_key"
 #: The permission of the portal's admin role (verification/actors/roles.py) that pinning and revoking need.
-ADMINISTER_KEYS: Final = "reviewportal.administer_keys"
+ADMINISTER_KEYS: Final = roles.ADMINISTER_KEYS
 
 _PIN_LOG_LOCK: Final = 8_200_308_001  # pg_advisory_xact_lock key of the pin log (any fixed bigint)
 _CREATE_ATTEMPTS: Final = 8

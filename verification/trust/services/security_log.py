@@ -30,6 +30,7 @@ from django.db import transaction
 from django.db.models.signals import post_save
 from django.utils import timezone
 
+from verification.actors import roles
 from verification.actors.models import ApiToken
 from verification.errors import PermissionRefused, ServiceError
 from verification.evidence.models import Evidence
@@ -168,8 +169,8 @@ def review_lease_recorded(
 
 # --- admin actions on services owned elsewhere: checked here as well as in the view, and recorded --------------------
 
-ADMINISTER_KEYS: Final = "reviewportal.administer_keys"
-INSPECT_EVIDENCE: Final = "reviewportal.inspect_evidence"
+ADMINISTER_KEYS: Final = roles.ADMINISTER_KEYS
+INSPECT_EVIDENCE: Final = roles.INSPECT_EVIDENCE
 
 
 def require_permission(user: Any, permission: str, what: str) -> None:
