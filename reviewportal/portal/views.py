@@ -30,7 +30,7 @@ from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
 from verification.reviews import selectors as review_selectors
 from verification.reviews.models import ReviewAction
-from verification.reviews.services import reviews
+from verification.reviews.services import claims, decisions
 from verification.runs.models import Verification
 from verification.runs.selectors import verification_get
 
@@ -152,7 +152,7 @@ def _open_next(request: HttpRequest) -> HttpResponse:
     """Claim the next item this reviewer may decide (not one they skipped this session) and open it; or the queue's
     empty state, which lists what is awaiting evidence."""
     try:
-        claimed = reviews.review_claim_next_id(user=request.user, skip=loop.skipped(request))
+        claimed = claims.review_claim_next_id(user=request.user, skip=loop.skipped(request))
     except KernelError as exc:
         refusal = _refusal(exc)
         messages.error(request, f"{refusal['text']} {refusal['detail']}".strip())
@@ -171,7 +171,7 @@ def _open_next(request: HttpRequest) -> HttpResponse:
 @require_POST
 @reviewer_required
 def claim_next(request: HttpRequest) -> HttpResponse:
-    """"Next item": claim the first unclaimed item this reviewer may decide, with a lease, and open it."""
+    """ "Next item": claim the first unclaimed item this reviewer may decide, with a lease, and open it."""
     return _open_next(request)
 
 
@@ -192,7 +192,7 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
     holds = lease is not None and lease.holder_id == request.user.pk
     bar = None
     if can_decide(request.user) and view.in_queue:
-        barred = reviews.review_bar(user=request.user, verification=verification)
+        barred = claims.review_bar(user=request.user, verification=verification)
         bar = _refusal(barred) if barred is not None else None
     context = {
         "view": view,
@@ -201,15 +201,15 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
         "can_decide": can_decide(request.user),
         "holds": holds,
         "lease": lease,
-        "lease_seconds": reviews.lease_duration().total_seconds(),
-        "renew_every": max(15, int(reviews.lease_duration().total_seconds() // 3)),
-        "request_key": reviews.new_request_key(),
+        "lease_seconds": claims.lease_duration().total_seconds(),
+        "renew_every": max(15, int(claims.lease_duration().total_seconds() // 3)),
+        "request_key": decisions.new_request_key(),
         "form": {"verdict": "", "rationale": "", "cited": []},
         "refusal": None,
         "actions": [(a.value, a.label) for a in ReviewAction],
         "bar": bar,
-        "max_rationale": reviews.MAX_RATIONALE_CHARS,
-        "max_skip_reason": reviews.MAX_SKIP_REASON_CHARS,
+        "max_rationale": decisions.MAX_RATIONALE_CHARS,
+        "max_skip_reason": claims.MAX_SKIP_REASON_CHARS,
         "progress": _progress(request) if can_decide(request.user) else None,
         "skipped": str(verification.pk) in loop.skipped(request),
     }
@@ -231,13 +231,13 @@ def review(request: HttpRequest, verification_id: str) -> HttpResponse:
 @reviewer_required
 def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
     verification = _verification_or_404(verification_id)
-    barred = reviews.review_bar(user=request.user, verification=verification)
+    barred = claims.review_bar(user=request.user, verification=verification)
     if barred is not None:  # issue 14: never hold an item the reviewer may not decide
         refusal = _refusal(barred)
         messages.error(request, f"Not claimed. {refusal['text']} {refusal['detail']}".strip())
         return redirect("portal:review", verification_id=verification.pk)
     try:
-        reviews.review_claim(user=request.user, verification=verification)
+        claims.review_claim(user=request.user, verification=verification)
     except KernelError as exc:
         refusal = _refusal(exc)
         messages.error(request, f"{refusal['code']}: {refusal['text']} {refusal['detail']}".strip())
@@ -249,7 +249,7 @@ def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
 def release(request: HttpRequest, verification_id: str) -> HttpResponse:
     verification = _verification_or_404(verification_id)
     loop.drop_form(request, verification.pk)
-    if reviews.review_release(user=request.user, verification=verification):
+    if claims.review_release(user=request.user, verification=verification):
         messages.info(request, "Released: the item is back in the queue for others.")
     return redirect("portal:queue")
 
@@ -257,11 +257,11 @@ def release(request: HttpRequest, verification_id: str) -> HttpResponse:
 @require_POST
 @reviewer_required
 def skip(request: HttpRequest, verification_id: str) -> HttpResponse:
-    """"Skip" (issue 14): release the item if held, record the skip and its optional reason on the security log, keep
+    """ "Skip" (issue 14): release the item if held, record the skip and its optional reason on the security log, keep
     it out of this reviewer's next claims for the session, and open the next item."""
     verification = _verification_or_404(verification_id)
     try:
-        reviews.review_skip(user=request.user, verification=verification, reason=request.POST.get("reason", ""))
+        claims.review_skip(user=request.user, verification=verification, reason=request.POST.get("reason", ""))
     except KernelError as exc:
         messages.error(request, f"Not skipped: {_refusal(exc)['detail']}")
         return redirect("portal:review", verification_id=verification.pk)
@@ -284,10 +284,8 @@ def renew(request: HttpRequest, verification_id: str) -> JsonResponse:
     verification = _verification_or_404(verification_id)
     try:
         if request.POST.get("active") != "1":
-            raise ServiceError(
-                Reason.REVIEW_LEASE_IDLE, "no activity on the page since the last renewal", status=409
-            )
-        lease = reviews.review_renew(user=request.user, verification=verification)
+            raise ServiceError(Reason.REVIEW_LEASE_IDLE, "no activity on the page since the last renewal", status=409)
+        lease = claims.review_renew(user=request.user, verification=verification)
     except KernelError as exc:
         refusal = _refusal(exc)
         return JsonResponse(
@@ -312,7 +310,7 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
     }
     request_key = request.POST.get("request_key", "")
     try:
-        decision = reviews.review_decide(
+        decision = decisions.review_decide(
             user=request.user,
             verification=verification,
             verdict=form["verdict"],
@@ -326,7 +324,7 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
         # Post/Redirect/Get (issue 14): the refused form is kept in the session and the review page (a GET URL)
         # shows it with the refusal, so reload and back never resubmit or meet a 405. The same request key may try
         # again (it was not used), unless the key itself was the problem.
-        key = request_key if exc.reason is not Reason.INVALID_REQUEST else reviews.new_request_key()
+        key = request_key if exc.reason is not Reason.INVALID_REQUEST else decisions.new_request_key()
         loop.keep_form(request, verification.pk, {"form": form, "refusal": _refusal(exc), "request_key": key})
         return redirect(reverse("portal:review", kwargs={"verification_id": verification.pk}) + "#refusal")
     loop.drop_form(request, verification.pk)

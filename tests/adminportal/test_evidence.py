@@ -15,7 +15,8 @@ from verification.evidence import storage
 from verification.evidence.models import Evidence
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
-from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.trust.models import SecurityLogEntry
 from verification.trust.services import security_log
 

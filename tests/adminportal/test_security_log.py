@@ -20,7 +20,8 @@ from tests.portal.conftest import PASSWORD, Queue
 from verification.actors.services.actors import actor_for_user
 from verification.db_guards import AppendOnlyError, installed_triggers
 from verification.reviews.models import Finding, FindingAction, FindingEvent
-from verification.reviews.services.reviews import new_request_key, review_claim, review_decide, review_release
+from verification.reviews.services.claims import review_claim, review_release
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.trust.models import SecurityLogEntry
 from verification.trust.services.security_log import security_log_record
 

@@ -18,7 +18,7 @@ from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
 from verification.reviews.selectors import claimable
-from verification.reviews.services.reviews import review_claim
+from verification.reviews.services.claims import review_claim
 from verification.trust.models import SecurityLogEntry
 
 pytestmark = pytest.mark.django_db

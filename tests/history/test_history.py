@@ -16,8 +16,9 @@ from tests.history.conftest import Bulk, Story, client_for, decide
 from tests.portal.conftest import Queue
 from verification.errors import ServiceError
 from verification.kernel.reasons import Reason
-from verification.records import selectors as hs
-from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.records import selectors_history as hs
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_request_evidence
 from verification.runs.models import Verification
 
 pytestmark = pytest.mark.django_db

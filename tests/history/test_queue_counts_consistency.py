@@ -39,7 +39,8 @@ from tests.history.test_dashboard_consistency import (
 )
 from verification.records.models import QueueReasonCount
 from verification.reviews.selectors import queue_counts, queue_items
-from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_request_evidence
 from verification.runs.models import Verification
 
 pytestmark = pytest.mark.django_db

@@ -169,7 +169,7 @@ def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
     from django.db import transaction
 
     from verification.reviews.models import ReviewDecision
-    from verification.reviews.services.reviews import new_request_key
+    from verification.reviews.services.decisions import new_request_key
 
     items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="UNKNOWN", automated_verdict="UNKNOWN",
                      determination="cannot_determine", flagged=True, reason="missing-baseline")

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tests.history.conftest import Story, client_for
 from tests.portal.conftest import Queue
-from verification.records import selectors as hs
+from verification.records import selectors_timeline as hs
 from verification.runs.models import TaskCycle
 from verification.trust.models import Receipt
 from verification.trust.selectors import head_of
@@ -75,7 +75,8 @@ def test_a_reopened_subject_shows_each_cycle(story: Story, queue: Queue) -> None
 
 
 def test_a_request_for_more_evidence_is_on_the_timeline(queue: Queue, reviewer: Any, manager: Any) -> None:
-    from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
+    from verification.reviews.services.claims import review_claim
+    from verification.reviews.services.decisions import new_request_key, review_request_evidence
 
     item = queue.unknown("needs config")
     review_claim(user=reviewer, verification=item)

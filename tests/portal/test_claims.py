@@ -21,7 +21,7 @@ from verification.errors import ServiceError
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
 from verification.reviews.selectors import claimable, queue_items
-from verification.reviews.services.reviews import (
+from verification.reviews.services.claims import (
     lease_duration,
     review_claim,
     review_claim_next,
@@ -168,7 +168,7 @@ def test_next_item_keeps_going_past_many_lost_races(
 
     The claim statement by statement (SQLite's, and PostgreSQL's when the claim query cannot be compiled once): the
     rival's lease is committed between the pick and the upsert. The one-statement claim is raced below."""
-    from verification.reviews.services import reviews
+    from verification.reviews.services import claims as reviews
     from verification.trust.models import SecurityLogEntry
 
     monkeypatch.setattr(reviews, "_claim_sql", lambda: None)  # the query compiled each time: statement by statement
@@ -200,7 +200,7 @@ def test_the_one_statement_claim_writes_nothing_when_its_candidate_is_held(
     candidate turns out to be held (a rival committed its lease after the statement's snapshot: here the pick is
     pointed at a held item, as that stale snapshot would see it), the upsert changes nothing, so the statement writes
     no lease and no log entry and answers "lost"; "Next item" then takes the next candidate."""
-    from verification.reviews.services import reviews
+    from verification.reviews.services import claims as reviews
     from verification.trust.models import SecurityLogEntry
 
     first, second = queue.unknown("first"), queue.unknown("second")

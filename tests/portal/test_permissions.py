@@ -15,7 +15,7 @@ from django.urls import URLPattern
 from reviewportal.portal import urls as portal_urls
 from tests.portal.conftest import Queue
 from verification.reviews.models import ReviewDecision, ReviewLease
-from verification.reviews.services.reviews import new_request_key
+from verification.reviews.services.decisions import new_request_key
 from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db

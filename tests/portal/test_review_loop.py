@@ -15,14 +15,8 @@ from django.utils import timezone
 from tests.portal.conftest import Queue
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewDecision, ReviewLease
-from verification.reviews.services.reviews import (
-    MAX_RATIONALE_CHARS,
-    new_request_key,
-    review_bar,
-    review_claim,
-    review_claim_next,
-    review_decide,
-)
+from verification.reviews.services.claims import review_bar, review_claim, review_claim_next
+from verification.reviews.services.decisions import MAX_RATIONALE_CHARS, new_request_key, review_decide
 from verification.runs.models import Verification
 from verification.trust.models import Receipt, SecurityLogEntry
 

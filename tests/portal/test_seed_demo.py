@@ -17,7 +17,8 @@ from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
 from verification.reviews.selectors import queue_page
-from verification.reviews.services.reviews import new_request_key, review_claim, review_claim_next, review_decide
+from verification.reviews.services.claims import review_claim, review_claim_next
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.runs.models import Task, Verification
 from verification.trust.models import Receipt
 

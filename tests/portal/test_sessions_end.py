@@ -17,7 +17,7 @@ from tests.portal.conftest import Queue
 from verification.actors.services import users
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
-from verification.reviews.services.reviews import review_claim
+from verification.reviews.services.claims import review_claim
 from verification.trust.models import SecurityLogEntry
 
 pytestmark = pytest.mark.django_db

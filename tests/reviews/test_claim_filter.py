@@ -1,5 +1,5 @@
 """The claim query's filter for the rails (issue 15): ``cycle_workers.rails_certainly_refuse`` is the SQL form of
-the decision rails (``services.reviews._rail_refusal``: the approval's cycle, then rails 1-3 over ``cycle_workers``).
+the decision rails (``services.claims._rail_refusal``: the approval's cycle, then rails 1-3 over ``cycle_workers``).
 
 "Next item" passes over what that condition bars in its one query and runs the exact rails only on the item it is
 about to lease. The condition must never bar an item the rails allow (else a reviewer would be offered less than the
@@ -23,7 +23,7 @@ from tests.verification.service_world import CONFIG_AFTER, Party, inline, unchan
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import actor_for_user, portal_service_actor, token_issue
 from verification.reviews.models import ReviewLease
-from verification.reviews.services.reviews import _rail_refusal, review_claim_next
+from verification.reviews.services.claims import _rail_refusal, review_claim_next
 from verification.runs.cycle_workers import rails_certainly_refuse
 from verification.runs.models import Claim, Link, Task, TaskCycle, Verification
 from verification.runs.services.tasks import claim_record, contract_accept, link_record, task_create, task_reopen
@@ -245,7 +245,7 @@ def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_
     """Three items at the front the reviewer worked on, then a plain one: the exact rails run on the first barred
     item (the plain query offered it), then the filtered query offers the plain item, the rails pass it: two runs of
     the rails for one claim, not one per barred item."""
-    from verification.reviews.services import reviews
+    from verification.reviews.services import claims as reviews
 
     barred = [queue.self_review_trap(reviewer, title=f"own work {i}") for i in range(3)]
     plain = queue.unknown("after them")

@@ -27,7 +27,8 @@ from verification.kernel.digests import sha256_digest
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewDecision
-from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.runs.cycle_workers import cycle_workers
 from verification.runs.models import Claim, ContractAcceptance, Verification
 from verification.runs.services.rubrics import rubric_register

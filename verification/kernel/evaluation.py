@@ -35,6 +35,7 @@ from verification.kernel.determination import (
 from verification.kernel.errors import InvariantError, KernelError
 from verification.kernel.evidence import Citation, EvidenceFacts, IndependenceAssessment, policy_failure
 from verification.kernel.integrity import IntegrityEntry, IntegrityProof, IntegrityStatus, StoredItem, recheck
+from verification.kernel.payloads import outcome_payload
 from verification.kernel.rails import (
     ChangeManifest,
     Link,
@@ -250,47 +251,7 @@ def evaluate_run(
     )
 
 
-# --- the receipt payload (SPEC §7) and reading it back (SPEC §2: PENDING resolved when read) -----------------------
-
-
-def _check_payload(check: Check) -> dict[str, Any]:
-    return {
-        "criterion": check.criterion,
-        "authority": check.authority.value,
-        "verdict": check.verdict.value,
-        "reason": check.reason.value,
-        "origin": check.origin.value,
-        "evidence_ids": list(check.evidence_ids),
-        "detail": check.detail,
-        "deadline": check.pending.deadline.isoformat() if check.pending is not None else None,
-        "on_expiry": check.pending.on_expiry.value if check.pending is not None else None,
-    }
-
-
-def outcome_payload(outcome: Outcome) -> dict[str, Any]:
-    """The outcome part of a receipt payload: verdict, determination, score, confidence, flag, criteria, checks."""
-    return {
-        "verdict": outcome.verdict.value,
-        "determination": outcome.determination.value if outcome.determination is not None else None,
-        "score": outcome.score,
-        "confidence": outcome.confidence,
-        "flagged": outcome.flagged,
-        "flag_reason": outcome.flag_reason,
-        "reason": outcome.reason.value if outcome.reason is not None else None,
-        "criteria": [
-            {
-                "criterion": c.criterion_id,
-                "hard": c.hard,
-                "weight": c.weight,
-                "semantic": c.semantic,
-                "verdict": c.verdict.value,
-                "reason": c.reason.value,
-                "authority": c.authority.value,
-                "checks": [_check_payload(k) for k in c.checks],
-            }
-            for c in outcome.criteria
-        ],
-    }
+# --- reading a receipt payload back (SPEC §2: PENDING resolved when read; written by ``kernel.payloads``) ---------
 
 
 def _check_from_payload(doc: Mapping[str, Any]) -> Check:

@@ -168,7 +168,7 @@ def _end_sessions(user: Any) -> int:
 
 def _release_leases(user: Any) -> int:
     """Release every lease ``user`` holds, through the review service (it checks and records each release)."""
-    from verification.reviews.services.reviews import review_release
+    from verification.reviews.services.claims import review_release
 
     released = 0
     for lease in ReviewLease.objects.filter(holder=user, released_at__isnull=True).select_related("verification"):

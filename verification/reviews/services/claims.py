@@ -1,33 +1,20 @@
-"""The reviewer queue's writes: claiming with a lease, renewing, releasing, deciding (issue 5; SPEC §2, §3, §9).
+"""The reviewer queue's claims: claiming with a lease, renewing, releasing, skipping, "next item" (issue 5; SPEC §3).
 
-**Claiming.** A lease is one ``ReviewLease`` row per verification, written by one conditional upsert that must
-change exactly one row: it inserts a new lease, or takes over one that was released or ran out, and changes nothing
-while another reviewer holds it. ``review_claim_next`` picks the first unclaimed queue item with
-``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL (concurrent claimers skip each other's candidates instead of
-queueing on them), in the same statement as the upsert and the security-log entry; on SQLite the IMMEDIATE write
-transaction serializes claimers, which run the same steps one statement at a time. Either way the upsert's row count
-is the arbiter, so no two reviewers ever hold the same item (tests/portal/test_claims.py proves it with 20 threads).
+A lease is one ``ReviewLease`` row per verification, written by one conditional upsert that must change exactly one
+row: it inserts a new lease, or takes over one that was released or ran out, and changes nothing while another
+reviewer holds it. ``review_claim_next`` picks the first unclaimed queue item with ``SELECT … FOR UPDATE SKIP LOCKED``
+on PostgreSQL (concurrent claimers skip each other's candidates instead of queueing on them), in the same statement
+as the upsert and the security-log entry; on SQLite the IMMEDIATE write transaction serializes claimers, which run
+the same steps one statement at a time. Either way the upsert's row count is the arbiter, so no two reviewers ever
+hold the same item (tests/portal/test_claims.py proves it with 20 threads).
 
-**Deciding.** ``review_decide`` locks the verification row, then: the reviewer must hold the lease; the head must not
-be decided already; the approval must be of the current cycle (``stale-cycle``); the rails run with the reviewer's
-human actor as the verifier, its boundaries those of its API tokens (rail 1–3: ``worker-self-verification``,
-``verifier-authored-work``, ``shared-execution-boundary``, ``unnamed-actor``) — a refused reviewer's lease is released
-so the item goes back to others; then the kernel's ``decision.decide`` over the head as read now, with the integrity
-recheck of exactly the cited items (SPEC §2). An accepted PASS or FAIL appends a ``decision`` receipt with human
-authority that supersedes the head, updates the head columns (the queue drops it), records the ``ReviewDecision``
-and emits ``verification.decided``. "Needs more evidence" records the request, marks the verification as waiting for
-evidence and emits ``verification.evidence_requested``; the re-run that new evidence brings (a new verification,
-``verification_add_evidence``) is back in the queue if it is flagged.
-
-**Once.** Every decision form carries a nonce (``request_key``). The record is unique on it and written under the
-verification's row lock, so a double click or a replayed POST gets the first one's result and no second receipt.
+Only an item the reviewer may decide is claimed: the decision rails (``_rail_refusal``, SPEC §9) live here, and
+``review_bar`` reads them before any lease; ``decisions`` runs them again under the row lock.
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -38,48 +25,27 @@ from django.utils import timezone
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
 from verification.errors import NotFound, PermissionRefused, ServiceError
-from verification.evidence import storage
-from verification.evidence.models import Evidence, VerificationEvidence
-from verification.kernel.contracts import subject_key
-from verification.kernel.decision import DecisionOutcome, decide
-from verification.kernel.determination import Outcome
 from verification.kernel.errors import DecisionRefused, KernelError
-from verification.kernel.evaluation import read_outcome
-from verification.kernel.findings import evidence_integrity_findings
-from verification.kernel.integrity import StoredItem, recheck
 from verification.kernel.rails import check_approval_cycle, check_verifier
 from verification.kernel.reasons import Reason
-from verification.kernel.verdicts import Verdict
-from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
-from verification.reviews.selectors import claimable, forget_queue_counts, in_queue
-from verification.reviews.services.findings import finding_raise
+from verification.reviews.models import ReviewLease
+from verification.reviews.selectors import claimable, in_queue
 from verification.runs.cycle_workers import cycle_workers, rails_certainly_refuse
 from verification.runs.models import Task, Verification
 from verification.runs.selectors import current_cycle
-from verification.runs.services import events
-from verification.trust.models import Receipt, ReceiptKind
-from verification.trust.selectors import head_of, receipt_payload
 from verification.trust.services import security_log
-from verification.trust.services.receipts import receipt_issue
 
 DECIDE_PERMISSION: Final = "reviewportal.decide_verification"
 #: How many lost races ``review_claim_next`` tolerates in one call (each one is another claimer's progress).
 CLAIM_ATTEMPTS: Final = 1000
-MAX_RATIONALE_CHARS: Final = 10_000
-REQUEST_KEY_BYTES: Final = 24
-MAX_CITED: Final = 64
 
+#: Why a lease ended (``ReviewLease.end_reason``).
 END_DECIDED: Final = "decided"
 END_RELEASED: Final = "released"
 END_EVIDENCE_REQUESTED: Final = "evidence-requested"
 END_SKIPPED: Final = "skipped"
 #: The longest skip reason kept on the security log.
 MAX_SKIP_REASON_CHARS: Final = 500
-
-
-def new_request_key() -> str:
-    """A fresh nonce for one decision form (43 URL-safe characters)."""
-    return secrets.token_urlsafe(REQUEST_KEY_BYTES)
 
 
 def lease_duration() -> timedelta:
@@ -108,9 +74,6 @@ def _lease_held(verification_pk: Any, user: Any, now: datetime) -> ReviewLease |
 
 def _not_held(detail: str) -> ServiceError:
     return ServiceError(Reason.REVIEW_LEASE_NOT_HELD, detail, status=409)
-
-
-# --- claiming --------------------------------------------------------------------------------------------------------
 
 
 def _lease_upsert(source: str) -> str:
@@ -154,9 +117,12 @@ def _take_lease(verification_pk: Any, user: Any, now: datetime) -> bool:
 #: A candidate as the claim query returns it: the verification's pk, its task's pk and its cycle.
 _Candidate = tuple[Any, Any, Any]
 
+
 #: The claim query's SQL per (connection alias, vendor): compiled once from ``claimable`` (so it is exactly the queue's
 #: membership and order), then run with ``now`` put in its parameters; see ``_claim_sql``.
 _CLAIM_SQL: dict[tuple[str, str], tuple[str, tuple[Any, ...], tuple[int, ...]] | None] = {}
+
+
 _PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
 
 
@@ -447,7 +413,7 @@ def review_release(
 
 @transaction.atomic
 def review_skip(*, user: Any, verification: Verification, reason: str = "", now: datetime | None = None) -> bool:
-    """"Skip": give the item back to the queue (when ``user`` holds it) and record the skip, with its optional reason,
+    """ "Skip": give the item back to the queue (when ``user`` holds it) and record the skip, with its optional reason,
     on the security log (issue 14). The caller keeps the item out of this reviewer's next claims for the session
     (``review_claim_next_id(skip=...)``). True when a lease was released."""
     _require_reviewer(user)
@@ -462,47 +428,6 @@ def review_skip(*, user: Any, verification: Verification, reason: str = "", now:
         detail={"end_reason": END_SKIPPED, "skip_reason": text, "held": released},
     )
     return released
-
-
-# --- deciding --------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Refused:
-    """A refusal decided under the row lock, raised after the transaction (so what it records is kept)."""
-
-    error: KernelError
-    release: bool
-
-
-def _action(value: object) -> ReviewAction:
-    try:
-        return ReviewAction(str(value))
-    except ValueError:
-        raise DecisionRefused(Reason.DECISION_VERDICT_NOT_ALLOWED, f"verdict={value!r}") from None
-
-
-def _check_key(request_key: object) -> str:
-    if not isinstance(request_key, str) or not 16 <= len(request_key) <= 64 or not request_key.isascii():
-        raise ServiceError(Reason.INVALID_REQUEST, "the form's request key is missing or malformed; reload the page")
-    return request_key
-
-
-def _check_rationale(rationale: object) -> str:
-    if not isinstance(rationale, str) or not rationale.strip():
-        raise DecisionRefused(Reason.RATIONALE_REQUIRED)
-    if len(rationale) > MAX_RATIONALE_CHARS:
-        raise ServiceError(Reason.INVALID_REQUEST, f"a rationale is at most {MAX_RATIONALE_CHARS} characters")
-    return rationale.strip()
-
-
-def _replayed(request_key: str, verification: Verification, user: Any) -> ReviewDecision | None:
-    existing = ReviewDecision.objects.select_related("receipt").filter(request_key=request_key).first()
-    if existing is None:
-        return None
-    if existing.verification_id != verification.pk or existing.user_id != user.pk:
-        raise ServiceError(Reason.IDEMPOTENCY_CONFLICT, "this form was already used for another decision", status=409)
-    return existing
 
 
 def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
@@ -526,267 +451,3 @@ def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
     if refusal is None:
         return None
     return DecisionRefused(refusal.reason, f"rail {refusal.rail}: {refusal.detail}", details={"rail": refusal.rail})
-
-
-def _prior(head: Receipt, now: datetime) -> tuple[Mapping[str, Any], Outcome]:
-    payload = receipt_payload(head)
-    if "criteria" not in payload:
-        raise ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "the head receipt holds no outcome to decide over", status=409)
-    return payload, read_outcome(payload, now=now)
-
-
-def _cited_items(locked: Verification, cited: Sequence[str]) -> list[StoredItem]:
-    """The stored bytes of exactly the cited items, which must be evidence bound to this verification."""
-    bound = {
-        str(row.evidence_id): row.evidence
-        for row in VerificationEvidence.objects.filter(verification=locked).select_related("evidence")
-    }
-    items = []
-    for evidence_id in cited:
-        evidence: Evidence | None = bound.get(evidence_id)
-        if evidence is None:
-            raise DecisionRefused(
-                Reason.DECISION_CITES_NO_EVIDENCE, f"{evidence_id} is not evidence of this verification"
-            )
-        redacted = evidence.redacted_at is not None
-        content = None if redacted else storage.read(evidence.digest)  # read now (SPEC §2)
-        items.append(StoredItem(evidence_id, evidence.digest, content, redacted=redacted))
-    return items
-
-
-def _check_cited(cited_evidence_ids: object) -> tuple[str, ...]:
-    if isinstance(cited_evidence_ids, (str, bytes)) or not isinstance(cited_evidence_ids, Sequence):
-        raise DecisionRefused(Reason.DECISION_CITES_NO_EVIDENCE, "cited evidence is a list of evidence ids")
-    cited = tuple(dict.fromkeys(str(e).strip() for e in cited_evidence_ids))
-    if len(cited) > MAX_CITED or any(not e for e in cited):
-        raise DecisionRefused(Reason.DECISION_CITES_NO_EVIDENCE, "an evidence id is blank, or too many are cited")
-    return cited
-
-
-def _decision_payload(
-    *, prior_payload: Mapping[str, Any], prior: Outcome, outcome: DecisionOutcome, actor: Actor, head: Receipt
-) -> dict[str, Any]:
-    """SPEC §7's payload for a person's decision: its own outcome (it replaces the folded verdict, SPEC §2), the one
-    human check, who decided, the cited evidence with tier and independence, its integrity proof, the receipt it
-    supersedes and the rationale; and what it superseded, as read when deciding."""
-    cited = set(outcome.cited_evidence_ids)
-    check = outcome.check
-    return {
-        "subject": prior_payload.get("subject"),
-        "contract": prior_payload.get("contract"),
-        "verdict": outcome.verdict.value,
-        "determination": outcome.determination.value,
-        "score": outcome.score,
-        "confidence": outcome.confidence,
-        "flagged": outcome.flagged,
-        "flag_reason": outcome.flag_reason,
-        "reason": outcome.reason.value,
-        "checks": [
-            {
-                "criterion": check.criterion,
-                "authority": check.authority.value,
-                "verdict": check.verdict.value,
-                "reason": check.reason.value,
-                "origin": check.origin.value,
-                "evidence_ids": list(check.evidence_ids),
-                "detail": check.detail,
-                "deadline": None,
-                "on_expiry": None,
-            }
-        ],
-        "actor": {"id": actor.name, "kind": actor.kind},
-        "authority": outcome.authority.value,
-        "evidence": [e for e in prior_payload.get("evidence", ()) if str(e.get("id")) in cited],
-        "cited_evidence_ids": list(outcome.cited_evidence_ids),
-        "citations": [],
-        "integrity_proof": outcome.integrity.as_payload(),
-        "superseded": {
-            "receipt_id": head.content_hash,
-            "kind": head.kind,
-            "verdict": prior.verdict.value,
-            "determination": prior.determination.value if prior.determination is not None else None,
-            "reason": prior.reason.value if prior.reason is not None else None,
-            "flag_reason": prior.flag_reason,
-        },
-        "supersedes_receipt_id": head.content_hash,
-        "rationale": outcome.rationale,
-    }
-
-
-def _decide_locked(
-    *,
-    user: Any,
-    actor: Actor,
-    locked: Verification,
-    action: ReviewAction,
-    rationale: str,
-    cited: tuple[str, ...],
-    request_key: str,
-    now: datetime,
-) -> ReviewDecision | _Refused:
-    if _lease_held(locked.pk, user, now) is None:
-        return _Refused(_not_held("claim the item before deciding it"), release=False)
-    head = head_of(locked)
-    if head is None:
-        return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "it has no receipt yet", status=409), release=True)
-    if head.kind == ReceiptKind.DECISION or locked.human_decided:
-        return _Refused(ServiceError(Reason.ALREADY_DECIDED, f"receipt {head.content_hash}", status=409), release=True)
-    if not in_queue(locked, now=now):
-        return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, f"verification {locked.pk}", status=409), release=True)
-    refusal = _rail_refusal(locked, actor)
-    if refusal is not None:
-        # SPEC §9: for a person a rail refusal is an error shown to them; no receipt. The item goes to others.
-        return _Refused(refusal, release=True)
-    prior_payload, prior = _prior(head, now)
-
-    if action is ReviewAction.MORE_EVIDENCE:
-        record = ReviewDecision(
-            request_key=request_key,
-            verification=locked,
-            user=user,
-            actor=actor,
-            action=action.value,
-            rationale=rationale,
-            cited_evidence_ids=list(cited),
-            created_at=now,
-        )
-        record.save()
-        Verification.objects.filter(pk=locked.pk).update(awaiting_evidence=True)
-        _end_lease(locked.pk, user, now, END_EVIDENCE_REQUESTED)
-        forget_queue_counts()
-        transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
-        events.event_emit(
-            kind=events.EVIDENCE_REQUESTED,
-            verification=locked,
-            payload={
-                "verification_id": str(locked.pk),
-                "actor": actor.name,
-                "reason": Reason.HUMAN_DECISION.value,
-                "rationale": rationale,
-            },
-        )
-        return record
-
-    integrity = recheck(_cited_items(locked, cited)) if cited else recheck(())
-    try:
-        outcome = decide(
-            prior=prior,
-            verdict=Verdict(action.value),
-            cited_evidence_ids=cited,
-            integrity=integrity,
-            rationale=rationale,
-        )
-    except DecisionRefused as exc:
-        # SPEC §2, §10: bytes found gone or changed while deciding raise an evidence-integrity finding all the same.
-        subject = subject_key(task_id=str(locked.task_id), cycle=int(locked.cycle or 1))
-        for finding in evidence_integrity_findings(proof=integrity, subject=subject):
-            finding_raise(finding=finding, subject=subject, verification=locked, receipt_refs=[head.content_hash])
-        return _Refused(exc, release=False)
-    payload = _decision_payload(prior_payload=prior_payload, prior=prior, outcome=outcome, actor=actor, head=head)
-    receipt = receipt_issue(verification=locked, kind=ReceiptKind.DECISION, payload=payload, created_at=now)
-    passed = outcome.verdict is Verdict.PASS
-    Verification.objects.filter(pk=locked.pk).update(
-        verdict=outcome.verdict.value,
-        determination=outcome.determination.value,
-        flagged=False,
-        flag_reason=None,
-        reason=Reason.HUMAN_DECISION.value,
-        human_decided=True,
-        pending_until=None,
-        awaiting_evidence=not passed,  # a FAIL may still be repaired with new evidence (a re-run)
-    )
-    record = ReviewDecision(
-        request_key=request_key,
-        verification=locked,
-        user=user,
-        actor=actor,
-        action=action.value,
-        rationale=rationale,
-        cited_evidence_ids=list(outcome.cited_evidence_ids),
-        receipt=receipt,
-        created_at=now,
-    )
-    record.save()
-    _end_lease(locked.pk, user, now, END_DECIDED)
-    forget_queue_counts()
-    transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
-    events.event_emit(
-        kind=events.VERIFICATION_DECIDED,
-        verification=locked,
-        payload={
-            "verification_id": str(locked.pk),
-            "receipt_id": receipt.content_hash,
-            "seq": receipt.seq,
-            "receipt_kind": receipt.kind,
-            "verdict": outcome.verdict.value,
-            "determination": outcome.determination.value,
-            "flagged": False,
-            "actor": actor.name,
-        },
-    )
-    return record
-
-
-def review_decide(
-    *,
-    user: Any,
-    verification: Verification,
-    verdict: str,
-    rationale: str,
-    cited_evidence_ids: Sequence[str],
-    request_key: str,
-    now: datetime | None = None,
-) -> ReviewDecision:
-    """Record a reviewer's PASS, FAIL or MORE_EVIDENCE ("needs more evidence") on a queue item they hold.
-
-    Returns the ``ReviewDecision`` (with its ``decision`` receipt for PASS and FAIL). The same ``request_key``
-    again returns the first result (one receipt). Refusals carry their code: ``review-lease-not-held``,
-    ``already-decided``, ``not-in-review-queue``, ``stale-cycle``, the rails' (``worker-self-verification``,
-    ``verifier-authored-work``, ``shared-execution-boundary``, ``unnamed-actor``: the lease is released),
-    ``rationale-required``, ``decision-cites-no-evidence``, ``mismatch-needs-new-evidence``,
-    ``deterministic-fail-needs-new-evidence`` and the integrity codes of the cited items; ``permission-denied`` for a
-    user who may not decide.
-    """
-    _require_reviewer(user)
-    when = _now(now)
-    key = _check_key(request_key)
-    action = _action(verdict)
-    actor = actor_for_user(user)
-    with transaction.atomic():
-        locked = (
-            Verification.objects.select_for_update(of=("self",))
-            .select_related("task")
-            .filter(pk=verification.pk)
-            .first()
-        )
-        if locked is None:
-            raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
-        replayed = _replayed(key, locked, user)
-        if replayed is not None:
-            return replayed
-        text = _check_rationale(rationale)
-        cited = _check_cited(cited_evidence_ids)
-        result = _decide_locked(
-            user=user, actor=actor, locked=locked, action=action, rationale=text, cited=cited, request_key=key, now=when
-        )
-    if isinstance(result, ReviewDecision):
-        return result
-    if result.release:
-        _end_lease(verification.pk, user, when, result.error.reason.value)
-    raise result.error
-
-
-def review_request_evidence(
-    *, user: Any, verification: Verification, rationale: str, request_key: str, now: datetime | None = None
-) -> ReviewDecision:
-    """ "Needs more evidence": out of the queue until new evidence brings a re-run (``review_decide`` with
-    MORE_EVIDENCE)."""
-    return review_decide(
-        user=user,
-        verification=verification,
-        verdict=ReviewAction.MORE_EVIDENCE.value,
-        rationale=rationale,
-        cited_evidence_ids=(),
-        request_key=request_key,
-        now=now,
-    )

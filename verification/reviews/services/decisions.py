@@ -1,0 +1,338 @@
+"""The reviewer's decisions: PASS, FAIL or "needs more evidence" on a held queue item (issue 5; SPEC §2, §9).
+
+``review_decide`` locks the verification row, then: the reviewer must hold the lease (``claims``); the head must not
+be decided already; the approval must be of the current cycle (``stale-cycle``); the rails run with the reviewer's
+human actor as the verifier, its boundaries those of its API tokens (rail 1–3: ``worker-self-verification``,
+``verifier-authored-work``, ``shared-execution-boundary``, ``unnamed-actor``) — a refused reviewer's lease is released
+so the item goes back to others; then the kernel's ``decision.decide`` over the head as read now, with the integrity
+recheck of exactly the cited items (SPEC §2). An accepted PASS or FAIL appends a ``decision`` receipt with human
+authority (its payload: ``kernel.payloads.decision_payload``) that supersedes the head, updates the head columns (the
+queue drops it), records the ``ReviewDecision`` and emits ``verification.decided``. "Needs more evidence" records the
+request, marks the verification as waiting for evidence and emits ``verification.evidence_requested``; the re-run
+that new evidence brings (a new verification, ``verification_add_evidence``) is back in the queue if it is flagged.
+
+**Once.** Every decision form carries a nonce (``request_key``). The record is unique on it and written under the
+verification's row lock, so a double click or a replayed POST gets the first one's result and no second receipt.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.db import transaction
+
+from verification.actors.models import Actor
+from verification.actors.services.actors import actor_for_user
+from verification.errors import NotFound, ServiceError
+from verification.evidence import storage
+from verification.evidence.models import Evidence, VerificationEvidence
+from verification.kernel.contracts import subject_key
+from verification.kernel.decision import decide
+from verification.kernel.determination import Outcome
+from verification.kernel.errors import DecisionRefused, KernelError
+from verification.kernel.evaluation import read_outcome
+from verification.kernel.findings import evidence_integrity_findings
+from verification.kernel.integrity import StoredItem, recheck
+from verification.kernel.payloads import decision_payload
+from verification.kernel.reasons import Reason
+from verification.kernel.verdicts import Verdict
+from verification.reviews.models import ReviewAction, ReviewDecision
+from verification.reviews.selectors import forget_queue_counts, in_queue
+from verification.reviews.services.claims import (
+    END_DECIDED,
+    END_EVIDENCE_REQUESTED,
+    _end_lease,
+    _lease_held,
+    _not_held,
+    _now,
+    _rail_refusal,
+    _require_reviewer,
+)
+from verification.reviews.services.findings import finding_raise
+from verification.runs.models import Verification
+from verification.runs.services import events
+from verification.trust.models import Receipt, ReceiptKind
+from verification.trust.selectors import head_of, receipt_payload
+from verification.trust.services.receipts import receipt_issue
+
+MAX_RATIONALE_CHARS: Final = 10_000
+REQUEST_KEY_BYTES: Final = 24
+MAX_CITED: Final = 64
+
+
+def new_request_key() -> str:
+    """A fresh nonce for one decision form (43 URL-safe characters)."""
+    return secrets.token_urlsafe(REQUEST_KEY_BYTES)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A refusal decided under the row lock, raised after the transaction (so what it records is kept)."""
+
+    error: KernelError
+    release: bool
+
+
+def _action(value: object) -> ReviewAction:
+    try:
+        return ReviewAction(str(value))
+    except ValueError:
+        raise DecisionRefused(Reason.DECISION_VERDICT_NOT_ALLOWED, f"verdict={value!r}") from None
+
+
+def _check_key(request_key: object) -> str:
+    if not isinstance(request_key, str) or not 16 <= len(request_key) <= 64 or not request_key.isascii():
+        raise ServiceError(Reason.INVALID_REQUEST, "the form's request key is missing or malformed; reload the page")
+    return request_key
+
+
+def _check_rationale(rationale: object) -> str:
+    if not isinstance(rationale, str) or not rationale.strip():
+        raise DecisionRefused(Reason.RATIONALE_REQUIRED)
+    if len(rationale) > MAX_RATIONALE_CHARS:
+        raise ServiceError(Reason.INVALID_REQUEST, f"a rationale is at most {MAX_RATIONALE_CHARS} characters")
+    return rationale.strip()
+
+
+def _replayed(request_key: str, verification: Verification, user: Any) -> ReviewDecision | None:
+    existing = ReviewDecision.objects.select_related("receipt").filter(request_key=request_key).first()
+    if existing is None:
+        return None
+    if existing.verification_id != verification.pk or existing.user_id != user.pk:
+        raise ServiceError(Reason.IDEMPOTENCY_CONFLICT, "this form was already used for another decision", status=409)
+    return existing
+
+
+def _prior(head: Receipt, now: datetime) -> tuple[Mapping[str, Any], Outcome]:
+    payload = receipt_payload(head)
+    if "criteria" not in payload:
+        raise ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "the head receipt holds no outcome to decide over", status=409)
+    return payload, read_outcome(payload, now=now)
+
+
+def _cited_items(locked: Verification, cited: Sequence[str]) -> list[StoredItem]:
+    """The stored bytes of exactly the cited items, which must be evidence bound to this verification."""
+    bound = {
+        str(row.evidence_id): row.evidence
+        for row in VerificationEvidence.objects.filter(verification=locked).select_related("evidence")
+    }
+    items = []
+    for evidence_id in cited:
+        evidence: Evidence | None = bound.get(evidence_id)
+        if evidence is None:
+            raise DecisionRefused(
+                Reason.DECISION_CITES_NO_EVIDENCE, f"{evidence_id} is not evidence of this verification"
+            )
+        redacted = evidence.redacted_at is not None
+        content = None if redacted else storage.read(evidence.digest)  # read now (SPEC §2)
+        items.append(StoredItem(evidence_id, evidence.digest, content, redacted=redacted))
+    return items
+
+
+def _check_cited(cited_evidence_ids: object) -> tuple[str, ...]:
+    if isinstance(cited_evidence_ids, (str, bytes)) or not isinstance(cited_evidence_ids, Sequence):
+        raise DecisionRefused(Reason.DECISION_CITES_NO_EVIDENCE, "cited evidence is a list of evidence ids")
+    cited = tuple(dict.fromkeys(str(e).strip() for e in cited_evidence_ids))
+    if len(cited) > MAX_CITED or any(not e for e in cited):
+        raise DecisionRefused(Reason.DECISION_CITES_NO_EVIDENCE, "an evidence id is blank, or too many are cited")
+    return cited
+
+
+def _record(
+    request_key: str,
+    locked: Verification,
+    user: Any,
+    actor: Actor,
+    action: ReviewAction,
+    rationale: str,
+    cited: Sequence[str],
+    now: datetime,
+    receipt: Receipt | None = None,
+) -> ReviewDecision:
+    """The decision's record (with its receipt for PASS and FAIL), saved."""
+    record = ReviewDecision(
+        request_key=request_key,
+        verification=locked,
+        user=user,
+        actor=actor,
+        action=action.value,
+        rationale=rationale,
+        cited_evidence_ids=list(cited),
+        receipt=receipt,
+        created_at=now,
+    )
+    record.save()
+    return record
+
+
+def _lease_done(locked: Verification, user: Any, now: datetime, end_reason: str) -> None:
+    """End the reviewer's lease on a decided item; the queue's cached counts are stale from here."""
+    _end_lease(locked.pk, user, now, end_reason)
+    forget_queue_counts()
+    transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
+
+
+def _decide_locked(
+    *,
+    user: Any,
+    actor: Actor,
+    locked: Verification,
+    action: ReviewAction,
+    rationale: str,
+    cited: tuple[str, ...],
+    request_key: str,
+    now: datetime,
+) -> ReviewDecision | _Refused:
+    if _lease_held(locked.pk, user, now) is None:
+        return _Refused(_not_held("claim the item before deciding it"), release=False)
+    head = head_of(locked)
+    if head is None:
+        return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "it has no receipt yet", status=409), release=True)
+    if head.kind == ReceiptKind.DECISION or locked.human_decided:
+        return _Refused(ServiceError(Reason.ALREADY_DECIDED, f"receipt {head.content_hash}", status=409), release=True)
+    if not in_queue(locked, now=now):
+        return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, f"verification {locked.pk}", status=409), release=True)
+    refusal = _rail_refusal(locked, actor)
+    if refusal is not None:
+        # SPEC §9: for a person a rail refusal is an error shown to them; no receipt. The item goes to others.
+        return _Refused(refusal, release=True)
+    prior_payload, prior = _prior(head, now)
+
+    if action is ReviewAction.MORE_EVIDENCE:
+        record = _record(request_key, locked, user, actor, action, rationale, cited, now)
+        Verification.objects.filter(pk=locked.pk).update(awaiting_evidence=True)
+        _lease_done(locked, user, now, END_EVIDENCE_REQUESTED)
+        events.event_emit(
+            kind=events.EVIDENCE_REQUESTED,
+            verification=locked,
+            payload={
+                "verification_id": str(locked.pk),
+                "actor": actor.name,
+                "reason": Reason.HUMAN_DECISION.value,
+                "rationale": rationale,
+            },
+        )
+        return record
+
+    integrity = recheck(_cited_items(locked, cited)) if cited else recheck(())
+    try:
+        outcome = decide(
+            prior=prior,
+            verdict=Verdict(action.value),
+            cited_evidence_ids=cited,
+            integrity=integrity,
+            rationale=rationale,
+        )
+    except DecisionRefused as exc:
+        # SPEC §2, §10: bytes found gone or changed while deciding raise an evidence-integrity finding all the same.
+        subject = subject_key(task_id=str(locked.task_id), cycle=int(locked.cycle or 1))
+        for finding in evidence_integrity_findings(proof=integrity, subject=subject):
+            finding_raise(finding=finding, subject=subject, verification=locked, receipt_refs=[head.content_hash])
+        return _Refused(exc, release=False)
+    payload = decision_payload(
+        prior_payload=prior_payload,
+        prior=prior,
+        outcome=outcome,
+        actor_id=actor.name,
+        actor_kind=actor.kind,
+        superseded_receipt_id=head.content_hash,
+        superseded_kind=head.kind,
+    )
+    receipt = receipt_issue(verification=locked, kind=ReceiptKind.DECISION, payload=payload, created_at=now)
+    passed = outcome.verdict is Verdict.PASS
+    Verification.objects.filter(pk=locked.pk).update(
+        verdict=outcome.verdict.value,
+        determination=outcome.determination.value,
+        flagged=False,
+        flag_reason=None,
+        reason=Reason.HUMAN_DECISION.value,
+        human_decided=True,
+        pending_until=None,
+        awaiting_evidence=not passed,  # a FAIL may still be repaired with new evidence (a re-run)
+    )
+    record = _record(request_key, locked, user, actor, action, rationale, outcome.cited_evidence_ids, now, receipt)
+    _lease_done(locked, user, now, END_DECIDED)
+    events.event_emit(
+        kind=events.VERIFICATION_DECIDED,
+        verification=locked,
+        payload={
+            "verification_id": str(locked.pk),
+            "receipt_id": receipt.content_hash,
+            "seq": receipt.seq,
+            "receipt_kind": receipt.kind,
+            "verdict": outcome.verdict.value,
+            "determination": outcome.determination.value,
+            "flagged": False,
+            "actor": actor.name,
+        },
+    )
+    return record
+
+
+def review_decide(
+    *,
+    user: Any,
+    verification: Verification,
+    verdict: str,
+    rationale: str,
+    cited_evidence_ids: Sequence[str],
+    request_key: str,
+    now: datetime | None = None,
+) -> ReviewDecision:
+    """Record a reviewer's PASS, FAIL or MORE_EVIDENCE ("needs more evidence") on a queue item they hold.
+
+    Returns the ``ReviewDecision`` (with its ``decision`` receipt for PASS and FAIL). The same ``request_key``
+    again returns the first result (one receipt). Refusals carry their code: ``review-lease-not-held``,
+    ``already-decided``, ``not-in-review-queue``, ``stale-cycle``, the rails' (``worker-self-verification``,
+    ``verifier-authored-work``, ``shared-execution-boundary``, ``unnamed-actor``: the lease is released),
+    ``rationale-required``, ``decision-cites-no-evidence``, ``mismatch-needs-new-evidence``,
+    ``deterministic-fail-needs-new-evidence`` and the integrity codes of the cited items; ``permission-denied`` for a
+    user who may not decide.
+    """
+    _require_reviewer(user)
+    when = _now(now)
+    key = _check_key(request_key)
+    action = _action(verdict)
+    actor = actor_for_user(user)
+    with transaction.atomic():
+        locked = (
+            Verification.objects.select_for_update(of=("self",))
+            .select_related("task")
+            .filter(pk=verification.pk)
+            .first()
+        )
+        if locked is None:
+            raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+        replayed = _replayed(key, locked, user)
+        if replayed is not None:
+            return replayed
+        text = _check_rationale(rationale)
+        cited = _check_cited(cited_evidence_ids)
+        result = _decide_locked(
+            user=user, actor=actor, locked=locked, action=action, rationale=text, cited=cited, request_key=key, now=when
+        )
+    if isinstance(result, ReviewDecision):
+        return result
+    if result.release:
+        _end_lease(verification.pk, user, when, result.error.reason.value)
+    raise result.error
+
+
+def review_request_evidence(
+    *, user: Any, verification: Verification, rationale: str, request_key: str, now: datetime | None = None
+) -> ReviewDecision:
+    """ "Needs more evidence": out of the queue until new evidence brings a re-run (``review_decide`` with
+    MORE_EVIDENCE)."""
+    return review_decide(
+        user=user,
+        verification=verification,
+        verdict=ReviewAction.MORE_EVIDENCE.value,
+        rationale=rationale,
+        cited_evidence_ids=(),
+        request_key=request_key,
+        now=now,
+    )
