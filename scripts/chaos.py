@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Fault injection: nothing acknowledged is ever lost (issue 16). ``make chaos`` runs it in full (1,000 submissions
-per fault); tests/verification/test_chaos.py runs it bounded (200 per fault) in .ci/run's services pass.
+per fault); tests/verification/test_chaos.py runs it bounded (100 per fault) in .ci/run's services pass.
 
 It starts its OWN PostgreSQL (``initdb`` into a temporary folder, another port; as the ``postgres`` user when run as
 root) and its OWN ``redis-server`` (another port, no persistence: the harsher case, every queued message is lost on
@@ -9,7 +9,9 @@ workers (prefork, one pool child each) and Celery beat (the sweeper). For each f
 (immediate) and started 5 s later, Redis shut down and started 5 s later, SIGKILL of a Celery worker's MAIN process
 restarted 5 s later — 4 client threads send ``POST /v1/verifications`` with an ``Idempotency-Key`` each, retrying a
 5xx or a dropped connection with the same key (waiting ``Retry-After``); the fault is injected after ~30 % of the
-submissions were acknowledged. Then it waits for the system to settle and counts, over the acknowledged ones: run
+submissions were acknowledged, and each row says what was in flight around it (acknowledged, client threads still
+sending, requests sent while the fault lasted, acknowledged verifications without a run yet) so that a caller can
+check the fault struck mid-load. Then it waits for the system to settle and counts, over the acknowledged ones: run
 exactly once (one seq-0 receipt), stuck (no receipt, not failed), failed, duplicates (a second run receipt or a
 second verification for one key), and the client's responses with 500 and 503 (with and without ``Retry-After``).
 
@@ -239,6 +241,7 @@ class Tally:
     http_503_without_retry_after: int = 0
     other_5xx: int = 0
     dropped: int = 0
+    requests: int = 0  # every attempt sent, answered or not
     unexpected: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -248,6 +251,8 @@ def submit(port: int, token: str, key: str, body: dict[str, Any], tally: Tally, 
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Idempotency-Key": key}
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
+        with tally.lock:
+            tally.requests += 1
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             conn.request("POST", "/v1/verifications", body=data, headers=headers)
@@ -353,11 +358,22 @@ def phase(fault: str, count: int, ctx: Context, settle_s: float) -> dict[str, An
             submit(ctx.port, ctx.token, keys[i], ctx.bodies[i % len(ctx.bodies)], tally, deadline_s=180)
 
     injected: list[str] = []
+    around: dict[str, int] = {}  # what was in flight when the fault began and while it lasted
 
     def faulter() -> None:
         while len(tally.acknowledged) < count * FAULT_AT and any(t.is_alive() for t in threads):
             time.sleep(0.05)
+        with tally.lock:
+            acked, requests = list(tally.acknowledged.values()), tally.requests
+        around["clients_sending_at_fault"] = sum(t.is_alive() for t in threads)
+        around["acknowledged_at_fault"] = len(acked)
+        around["unrun_at_fault"] = -1  # unknown unless the query answers
+        with contextlib.suppress(Exception):
+            around["unrun_at_fault"] = len(acked) - counts(ctx, acked)["exactly_once"]
         injected.append(inject(fault, ctx))
+        with tally.lock:
+            around["requests_during_fault"] = tally.requests - requests
+            around["acknowledged_after_fault"] = len(tally.acknowledged)
 
     threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
     started = time.monotonic()
@@ -385,6 +401,7 @@ def phase(fault: str, count: int, ctx: Context, settle_s: float) -> dict[str, An
     return {
         "fault": fault,
         "injected": injected[0] if injected else "",
+        **around,
         "submitted": count,
         "acknowledged": len(ids),
         "not_acknowledged": tally.not_acknowledged,

@@ -1,9 +1,11 @@
-"""Fault injection, bounded (issue 16): ``scripts/chaos.py`` with 200 submissions per fault.
+"""Fault injection, bounded (issue 16): ``scripts/chaos.py`` with 100 submissions per fault.
 
 The script starts its own PostgreSQL and Redis on other ports (never the shared ones this suite uses), gunicorn with
 2 workers, 2 Celery workers and beat; restarts PostgreSQL, restarts Redis (no persistence) and SIGKILLs a worker's
 main process during the load. Every acknowledged verification must have exactly one seq-0 receipt; none stuck, none
-duplicated, no 500. ``make chaos`` runs the same with 1,000 per fault.
+duplicated, no 500. Each fault must strike mid-load: when it began some submissions were acknowledged and others
+not yet, client threads were still sending, and they sent requests while it lasted. ``make chaos`` runs the same
+with 1,000 per fault.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 pytestmark = [pytest.mark.postgres, pytest.mark.broker, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PER_FAULT = 200
+PER_FAULT = 100
 
 
 def test_nothing_acknowledged_is_lost_under_database_broker_and_worker_faults() -> None:
@@ -35,4 +37,8 @@ def test_nothing_acknowledged_is_lost_under_database_broker_and_worker_faults() 
         assert row["exactly_once"] == row["acknowledged"], (fault, row)
         assert row["stuck"] == 0 and row["failed"] == 0 and row["duplicates"] == 0, (fault, row)
         assert row["http_500"] == 0 and row["http_503_without_retry_after"] == 0, (fault, row)
+        if fault != "none":  # the fault struck while work was in flight, not before the load or after it
+            assert 0 < row["acknowledged_at_fault"] < PER_FAULT, (fault, row)
+            assert row["clients_sending_at_fault"] > 0, (fault, row)
+            assert row["requests_during_fault"] > 0, (fault, row)
     assert proc.returncode == 0, proc.stdout[-4000:]
