@@ -82,3 +82,22 @@ def test_a_deep_page_seeks_the_queue_index_to_its_cursor(bulk: Bulk) -> None:
     assert "verification_review_queue_idx" in plan, plan
     index_conditions = [line for line in plan.splitlines() if "Index Cond" in line]
     assert any("ROW(" in line and ">" in line for line in index_conditions), plan  # a seek, not a filter
+
+
+def test_the_queue_cursor_is_the_shared_keyset_cursor_and_refuses_a_forged_one() -> None:
+    """issue 12: one cursor helper (verification/cursors.py); the queue's cursor is its (rank, submitted_at, id)."""
+    import base64
+    import uuid
+
+    from verification import cursors
+    from verification.errors import ServiceError
+    from verification.kernel.reasons import Reason
+
+    at = Cursor(2, timezone.now(), uuid.uuid4())
+    raw = at.encode()
+    assert raw == cursors.encode(2, at.submitted_at, at.pk)
+    assert Cursor.decode(raw) == at
+    for forged in ("garbage", base64.urlsafe_b64encode(b"x|2025-01-01T00:00:00+00:00|y").decode(), raw[:-3]):
+        with pytest.raises(ServiceError) as refused:
+            Cursor.decode(forged)
+        assert refused.value.reason is Reason.INVALID_REQUEST
