@@ -28,6 +28,7 @@ from reviewportal.webwords import field_problems
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
+from verification.reviews import item_selectors
 from verification.reviews import selectors as review_selectors
 from verification.reviews.models import ReviewAction
 from verification.reviews.services import claims, decisions
@@ -187,7 +188,7 @@ def awaiting(request: HttpRequest) -> HttpResponse:
 
 def _review_context(request: HttpRequest, verification: Verification, **extra: Any) -> dict[str, Any]:
     now = timezone.now()
-    view = review_selectors.review_view(verification, now=now)
+    view = item_selectors.review_view(verification, now=now)
     lease = view.lease
     holds = lease is not None and lease.holder_id == request.user.pk
     bar = None

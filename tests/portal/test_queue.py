@@ -17,8 +17,7 @@ from django.utils import timezone
 from tests.portal.conftest import Queue
 from tests.verification.service_world import LOG, imported_entry, inline
 from verification.records import selectors_history as hs
-from verification.reviews.selectors import RANK_NAMES, queue_counts, queue_items, queue_page
-from verification.reviews.selectors_base import review_queue
+from verification.reviews.selectors import RANK_NAMES, queue_counts, queue_items, queue_page, review_queue
 from verification.reviews.services.claims import review_claim
 from verification.reviews.services.decisions import new_request_key, review_decide, review_request_evidence
 from verification.runs.models import Task, Verification

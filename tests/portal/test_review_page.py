@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from tests.portal.conftest import Queue
-from verification.reviews.selectors import segments
+from verification.reviews.item_selectors import segments
 from verification.trust.models import Receipt
 from verification.trust.selectors import active_signing_key
 from verification.trust.services.keys import key_unpin
