@@ -250,7 +250,8 @@ def _direct(world: World, count: int) -> tuple[float, list[float], list[Any]]:
     """``verification_submit`` then ``verification_run``, ``count`` times in this process: (seconds, each, ids).
 
     The submission publishes its run to the broker on commit, as the API's does (to a queue nothing consumes)."""
-    from verification.runs.services.verifications import verification_run, verification_submit
+    from verification.runs.services.run import verification_run
+    from verification.runs.services.submit import verification_submit
 
     each: list[float] = []
     ids: list[Any] = []

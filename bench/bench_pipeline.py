@@ -51,11 +51,11 @@ class Direct:
     def __init__(self) -> None:
         from verification.actors.services.actors import actor_create, token_issue
         from verification.kernel.digests import sha256_digest
-        from verification.runs.services import verifications
+        from verification.runs.services import submit
         from verification.runs.services.rubrics import rubric_register
         from verification.runs.services.tasks import claim_record, contract_accept, task_create
 
-        verifications._enqueue = lambda verification_id: None  # the run is called directly below
+        submit._enqueue = lambda verification_id: None  # the run is called directly below
         owner = actor_create(name="bench-owner", kind="contract_owner")
         self.agent = actor_create(name="bench-agent", kind="agent")
         self.token, _ = token_issue(actor=self.agent, boundary="bench-worker", scopes=["verifications:write"])
@@ -76,7 +76,8 @@ class Direct:
         self.done = 0
 
     def one(self) -> str:
-        from verification.runs.services.verifications import verification_run, verification_submit
+        from verification.runs.services.run import verification_run
+        from verification.runs.services.submit import verification_submit
 
         task = self.tasks[self.done % TASKS]
         self.done += 1
@@ -97,7 +98,8 @@ class Direct:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from verification.runs.services.verifications import verification_run, verification_submit
+        from verification.runs.services.run import verification_run
+        from verification.runs.services.submit import verification_submit
 
         task = self.tasks[self.done % TASKS]
         self.done += 1

@@ -27,9 +27,11 @@ from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
 from verification.reviews.selectors import queue_items
 from verification.runs.models import Task, Verification
+from verification.runs.services.results import result_deliver
 from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_submit
 from verification.runs.services.tasks import baseline_capture, case_freeze, claim_record, contract_accept, task_create
-from verification.runs.services.verifications import result_deliver, verification_run, verification_submit
 from verification.trust.selectors import head_of, receipt_payload
 
 DEMO_PREFIX: Final = "demo:"

@@ -144,7 +144,7 @@ def test_wait_ms_zero_on_a_slow_run_answers_202_and_polling_reaches_succeeded(
 ) -> None:
     """The broker-less path made slow: the task is enqueued but does not run inline; a "worker" runs it later."""
     from verification import tasks
-    from verification.runs.services.verifications import verification_run
+    from verification.runs.services.run import verification_run
 
     api, cast, task_id = ready
     enqueued: list[str] = []

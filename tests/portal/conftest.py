@@ -37,8 +37,8 @@ from verification.evidence import storage
 from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
 from verification.runs.models import Verification
+from verification.runs.services.results import result_deliver
 from verification.runs.services.tasks import baseline_capture, case_freeze, claim_record, link_record, task_create
-from verification.runs.services.verifications import result_deliver
 from verification.trust.selectors import head_of, receipt_payload
 
 PASSWORD = "correct-horse-battery-staple"

@@ -1,7 +1,7 @@
 """A Celery worker with a slow run, for tests/verification/test_worker.py (the seam lives in the tests, not the app).
 
 ``python -m tests.verification.slow_worker <celery worker arguments>`` starts ``celery -A reviewportal worker`` after
-wrapping ``verification.runs.services.verifications.receipt_issue_held`` (what ``verification_run`` signs with): a run
+wrapping ``verification.runs.services.run.receipt_issue_held`` (what ``verification_run`` signs with): a run
 of a verification whose Idempotency-Key starts with ``slow-`` writes ``<SLOW_DIR>/<verification id>.<pid>`` and
 sleeps ``SLOW_SECONDS`` inside the transaction that would sign, so the test can SIGKILL the pool child in the middle
 of the run. The directory and the seconds come from ``REVIEWPORTAL_TEST_SLOW_DIR`` and
@@ -26,11 +26,11 @@ def install() -> None:
     import django
 
     django.setup()
-    from verification.runs.services import verifications
+    from verification.runs.services import run
 
     directory = Path(os.environ[SLOW_DIR_ENV])
     seconds = float(os.environ.get(SLOW_SECONDS_ENV, "5"))
-    original = verifications.receipt_issue_held
+    original = run.receipt_issue_held
 
     def slow_receipt_issue(*, verification: Any, **kwargs: Any) -> Any:
         if (verification.idempotency_key or "").startswith(SLOW_KEY_PREFIX):
@@ -38,7 +38,7 @@ def install() -> None:
             time.sleep(seconds)
         return original(verification=verification, **kwargs)
 
-    verifications.receipt_issue_held = slow_receipt_issue  # type: ignore[assignment]
+    run.receipt_issue_held = slow_receipt_issue  # type: ignore[assignment]
 
 
 def main(argv: list[str]) -> int:

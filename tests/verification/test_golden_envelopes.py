@@ -50,6 +50,7 @@ from verification.kernel.digests import sha256_digest
 from verification.kernel.evidence import quote_hash
 from verification.kernel.keys import PrivateKey, sign_evidence_digest
 from verification.runs.models import Verification
+from verification.runs.services.results import result_deliver
 from verification.runs.services.rubrics import rubric_register
 from verification.runs.services.tasks import (
     baseline_capture,
@@ -59,7 +60,6 @@ from verification.runs.services.tasks import (
     manifest_report,
     task_create,
 )
-from verification.runs.services.verifications import result_deliver
 from verification.trust.models import Receipt
 from verification.trust.services.keys import key_pin
 

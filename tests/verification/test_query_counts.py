@@ -18,8 +18,9 @@ from django.test.utils import CaptureQueriesContext
 from tests.verification.service_world import World, digest_entry, inline
 from verification.evidence.models import VerificationEvidence
 from verification.kernel.digests import sha256_digest
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_submit
 from verification.runs.services.tasks import task_create
-from verification.runs.services.verifications import verification_run, verification_submit
 from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db

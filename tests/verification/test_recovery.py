@@ -39,7 +39,8 @@ from tests.verification.service_world import NOTES, World, digest_entry, inline
 from verification import tasks
 from verification.kernel.reasons import Reason
 from verification.runs.models import Verification
-from verification.runs.services import verifications as services
+from verification.runs.services import run as services
+from verification.runs.services import submit as submit_services
 from verification.runs.services.sweeper import verification_sweep
 from verification.trust.models import Receipt
 
@@ -263,7 +264,7 @@ def test_an_unavailable_dependency_answers_503_with_retry_after(
     def down(**kwargs: Any) -> Any:
         raise outage
 
-    monkeypatch.setattr(services, "verification_submit", down)
+    monkeypatch.setattr(submit_services, "verification_submit", down)
     before = Verification.objects.count()
     response = post(world, "key-503")
     error = assert_error(response, 503, Reason.SERVICE_UNAVAILABLE)

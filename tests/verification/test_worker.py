@@ -31,7 +31,7 @@ from tests.verification.service_world import NOTES, World, digest_entry
 from tests.verification.slow_worker import SLOW_DIR_ENV, SLOW_SECONDS_ENV
 from verification.evidence.services import evidence_admit
 from verification.runs.models import Verification
-from verification.runs.services.verifications import verification_submit
+from verification.runs.services.submit import verification_submit
 from verification.trust.models import Receipt
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.slow]

@@ -6,7 +6,7 @@ execution boundaries (those named by its tokens), the links anchoring the work w
 (superseded links included: a rebase does not erase an author) and the cycle's contract with its acceptor.
 
 Every rule about who did the work reads this selector and nothing else: the rails of an automated run
-(``services.verifications``), the rails of a human decision (``services.reviews``), the contract rules
+(``services.facts``), the rails of a human decision (``services.reviews``), the contract rules
 (``services.tasks.contract_accept``: a worker never accepts its own contract) and the claim rule
 (``services.tasks.claim_record``: the acceptor never becomes a worker). The kernel gets the plain records
 (``workers``, ``links``, ``claims``, ``acceptor_id``); the Django rows are kept for the callers that need them.

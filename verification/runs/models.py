@@ -47,7 +47,7 @@ class Verification(models.Model):
 
     # --- query caches of the chain head's signed outcome, as issued (not as read: PENDING expires when read).
     # The receipt is the truth; these columns only let lists and the review queue filter without parsing envelopes.
-    # ``services.verifications`` updates them in the same transaction that appends a receipt.
+    # ``services.outcome`` updates them in the same transaction that appends a receipt.
     verdict = models.CharField(max_length=16, null=True, blank=True, db_index=True)
     determination = models.CharField(max_length=32, null=True, blank=True, db_index=True)
     flagged = models.BooleanField(default=False, db_index=True)

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from verification.runs import operations as operations_selectors
-from verification.runs.services.verifications import verification_enqueue
+from verification.runs.services.submit import verification_enqueue
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,155 @@
+"""What a run's result becomes: the receipt payload (SPEC §7), the head's query caches, findings and events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from verification.actors.models import Actor
+from verification.kernel.canonical import loads_strict
+from verification.kernel.evaluation import (
+    RunResult,
+    outcome_payload,
+)
+from verification.kernel.findings import (
+    VerificationRecord,
+    detect_disagreements,
+    disagreement_finding,
+    evidence_integrity_findings,
+)
+from verification.kernel.verdicts import Authority, Verdict
+from verification.reviews.services.findings import finding_raise
+from verification.runs.models import Verification
+from verification.runs.read_state import phases_record
+from verification.runs.services import events
+from verification.runs.services.facts import Facts
+from verification.trust.models import Receipt
+from verification.trust.selectors import head_of
+
+
+def run_payload(
+    facts: Facts,
+    result: RunResult,
+    *,
+    issuer: Actor,
+    authority: Authority,
+    supersedes_receipt_id: str | None,
+) -> dict[str, Any]:
+    """SPEC §7's payload: kind (set by ``receipt_issue``), the outcome, the checks, who decided and with what
+    authority, the evidence with tier and independence, citations, the integrity proof, supersession."""
+    outcome = outcome_payload(result.outcome)
+    return {
+        "subject": {"task": str(facts.task.pk), "cycle": facts.ctx.cycle},
+        "contract": facts.ctx.contract_rubric_hash,
+        **outcome,
+        "checks": [check for criterion in outcome["criteria"] for check in criterion["checks"]],
+        "actor": {"id": issuer.name, "kind": issuer.kind},
+        "authority": authority.value,
+        "evidence": facts.evidence_payload,
+        "citations": [c.as_payload() for c in result.citations],
+        "claims": [c.as_payload() for c in result.claims],  # SPEC §5: beside the criteria, with verdict and code
+        "integrity_proof": result.integrity.as_payload(),
+        "results_received": facts.arrived_payload,
+        "supersedes_receipt_id": supersedes_receipt_id,
+        "rationale": None,
+    }
+
+
+def _pending_until(result: RunResult) -> datetime | None:
+    deadlines = [k.pending.deadline for c in result.outcome.criteria for k in c.checks if k.pending is not None]
+    return min(deadlines) if deadlines else None
+
+
+def record_outcome(verification: Verification, facts: Facts, result: RunResult, receipt: Receipt) -> None:
+    """Update the query caches of the head (the receipt stays the truth), raise findings, emit the events."""
+    outcome = result.outcome
+    running = outcome.status_running
+    determination = outcome.determination.value if outcome.determination is not None else None
+    superseded = Verification.objects.filter(supersedes=verification).exists()
+    Verification.objects.filter(pk=verification.pk).update(
+        verdict=outcome.verdict.value,
+        automated_verdict=outcome.verdict.value,
+        determination=determination,
+        flagged=outcome.flagged,
+        flag_reason=outcome.flag_reason,
+        reason=outcome.reason.value if outcome.reason is not None else None,
+        pending_until=_pending_until(result),
+        awaiting_evidence=not running and determination != "met" and not superseded,
+        started_at=None,
+        last_error="",
+    )
+    # SPEC §3: what the head reads as after each PENDING deadline, for the list filters (read_state.read_q).
+    phases_record(verification, loads_strict(receipt.envelope)["payload"])
+    # SPEC §2, §10: gone or changed bytes raise an evidence-integrity finding (a redaction does not).
+    for finding in evidence_integrity_findings(proof=result.integrity, subject=facts.subject):
+        finding_raise(
+            finding=finding,
+            subject=facts.subject,
+            verification=verification,
+            evidence=facts.evidence_rows.get(finding.refs[1]),
+            receipt_refs=[receipt.content_hash],
+        )
+    _raise_disagreements(verification, facts, outcome.verdict, receipt)
+    events.event_append(  # the last write of the run's transaction (the caller holds it)
+        kind=events.VERIFICATION_PENDING if running else events.VERIFICATION_FINISHED,
+        verification=verification,
+        payload={
+            "verification_id": str(verification.pk),
+            "receipt_id": receipt.content_hash,
+            "seq": receipt.seq,
+            "receipt_kind": receipt.kind,
+            "verdict": outcome.verdict.value,
+            "determination": determination,
+            "flagged": outcome.flagged,
+            "reason": outcome.reason.value if outcome.reason is not None else None,
+            "flag_reason": outcome.flag_reason,
+        },
+    )
+
+
+def _raise_disagreements(verification: Verification, facts: Facts, verdict: Verdict, receipt: Receipt) -> None:
+    """SPEC §10: another verification of the subject, same rubric and evidence digests, different automated verdict.
+
+    Only verifications whose verdict differs can disagree with this one, so only those are loaded (bounded).
+    """
+    if verdict is Verdict.PENDING:
+        return
+    others = list(
+        Verification.objects.filter(
+            task=facts.task,
+            cycle=facts.ctx.cycle,
+            rubric_hash=verification.rubric_hash,
+            evidence_key=verification.evidence_key,
+            automated_verdict__isnull=False,
+        )
+        .exclude(pk=verification.pk)
+        .exclude(automated_verdict__in=[verdict.value, Verdict.PENDING.value])
+        .order_by("created_at", "id")[:20]
+    )
+    if not others:
+        return
+
+    def record(v: Verification, automated: str) -> VerificationRecord:
+        return VerificationRecord(
+            verification_id=str(v.pk),
+            subject=facts.subject,
+            rubric_hash=v.rubric_hash,
+            evidence_digests=facts.digests,
+            verdict=Verdict(automated),
+            authority_of_decision=Authority.DETERMINISTIC,
+            superseded_by_human=v.human_decided,
+            created_at=v.created_at,
+        )
+
+    records = [record(verification, verdict.value), *(record(v, v.automated_verdict or "") for v in others)]
+    heads = {str(v.pk): h.content_hash for v in others if (h := head_of(v)) is not None}
+    heads[str(verification.pk)] = receipt.content_hash
+    for disagreement in detect_disagreements(records):
+        if str(verification.pk) not in (disagreement.first_id, disagreement.second_id):
+            continue
+        finding_raise(
+            finding=disagreement_finding(disagreement),
+            subject=facts.subject,
+            verification=verification,
+            receipt_refs=[heads[i] for i in (disagreement.first_id, disagreement.second_id) if i in heads],
+        )

@@ -1,0 +1,146 @@
+"""Results that arrive later (SPEC §2 PENDING): delivery, re-evaluation and the ``result`` receipt."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from verification.actors.models import Actor, ApiToken
+from verification.actors.services.actors import require_token_of
+from verification.errors import NotFound, ServiceError
+from verification.kernel import actors as kactors
+from verification.kernel.canonical import canonicalize, loads_strict
+from verification.kernel.criteria import CriterionKind
+from verification.kernel.errors import InvariantError, KernelError
+from verification.kernel.evaluation import (
+    evaluate_run,
+    read_outcome,
+    result_may_arrive,
+)
+from verification.kernel.reasons import Reason
+from verification.runs.models import ArrivedResult, Verification
+from verification.runs.selectors import rubric_criteria
+from verification.runs.services import events
+from verification.runs.services.body_rules import (
+    RESULT_FIELDS,
+    check_author,
+    check_imported_body,
+    invalid,
+    unknown_fields,
+)
+from verification.runs.services.facts import claims_of, load_facts
+from verification.runs.services.outcome import record_outcome, run_payload
+from verification.runs.services.run import run_locked
+from verification.trust.models import Receipt, ReceiptKind
+from verification.trust.selectors import head_of
+from verification.trust.services.receipts import receipt_issue
+
+
+def _head_payload(receipt: Receipt) -> Mapping[str, Any]:
+    payload = loads_strict(receipt.envelope)["payload"]
+    if not isinstance(payload, Mapping):  # pragma: no cover - receipt_issue signs mappings only
+        raise InvariantError(Reason.MALFORMED_RECORD, "a receipt payload is an object")
+    return payload
+
+
+@transaction.atomic
+def result_deliver(
+    *,
+    actor: Actor,
+    token: ApiToken | None,
+    verification: Verification,
+    criterion_id: str,
+    body: Mapping[str, Any],
+    now: datetime | None = None,
+) -> Receipt:
+    """Deliver the result a PENDING criterion awaits; append a ``result`` receipt superseding the head (SPEC §2).
+
+    The deliverer must be of the criterion's kind (a semantic worker for ``semantic``, an external verifier for
+    ``imported``: ``actor-cannot-author-result``, 403); the result is then evaluated like any other (rails, policy,
+    integrity: ``evaluate_run`` again with the same ``submitted_at``). Refusals (409): ``not-pending`` when no check
+    of the criterion awaits a result, ``pending-expired`` when it arrives at or after the deadline. A result for a
+    verification whose run has not happened yet is stored and the run is done now (the receipt is then seq 0).
+    """
+    when = now or timezone.now()
+    boundary = require_token_of(actor, token)
+    locked = (
+        Verification.objects.select_for_update(of=("self",))
+        .select_related("task", "rubric", "submitted_by")
+        .filter(pk=verification.pk)
+        .first()
+    )
+    if locked is None:
+        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+    registered = rubric_criteria(locked.rubric) if locked.rubric is not None else None
+    criterion = registered.criterion(criterion_id) if registered is not None else None
+    if criterion is None or criterion.kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
+        raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} awaits no result", status=409)
+    check_author(actor, criterion, criterion_id, kind=criterion.kind)
+    if not isinstance(body, Mapping):
+        raise invalid("the result body is a JSON object")
+    if criterion.kind is CriterionKind.IMPORTED:
+        unknown_fields(body, RESULT_FIELDS, "body")
+        check_imported_body(body, "body")
+    canonicalize(body)  # strict JSON only (StrictJSONError otherwise)
+    head = head_of(locked)
+    if head is None:
+        pending = criterion.pending(locked.submitted_at)
+        if pending is None:
+            raise ServiceError(
+                Reason.NOT_PENDING, f"criterion {criterion_id!r} has no deadline to wait for", status=409
+            )
+        if when >= pending.deadline:
+            raise ServiceError(Reason.PENDING_EXPIRED, f"deadline {pending.deadline.isoformat()} passed", status=409)
+    else:
+        if head.kind == ReceiptKind.DECISION:
+            raise ServiceError(Reason.NOT_PENDING, "a person has decided this verification", status=409)
+        try:
+            result_may_arrive(read_outcome(_head_payload(head), now=when), criterion_id, arrived_at=when)
+        except KernelError as exc:
+            raise ServiceError(exc.reason, exc.detail, status=409) from None
+    if ArrivedResult.objects.filter(verification=locked, criterion_id=criterion_id).exists():
+        raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} already has its result", status=409)
+    ArrivedResult.objects.create(
+        verification=locked,
+        criterion_id=criterion_id,
+        actor=actor,
+        boundary=boundary,
+        body=dict(body),
+        received_at=when,
+    )
+    if head is None:
+        Verification.objects.filter(pk=locked.pk).update(attempts=locked.attempts + 1)
+        receipt = run_locked(locked, now=when)
+    else:
+        facts = load_facts(locked, now=when)
+        result = evaluate_run(
+            criteria=facts.criteria,
+            ctx=facts.ctx,
+            bound=facts.bound,
+            arrived=facts.arrived,
+            claims=claims_of(locked, facts),
+        )
+        payload = run_payload(
+            facts,
+            result,
+            issuer=actor,
+            authority=kactors.authority_for(kactors.ActorKind(actor.kind)),
+            supersedes_receipt_id=head.content_hash,
+        )
+        receipt = receipt_issue(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
+        record_outcome(locked, facts, result, receipt)
+    events.event_emit(
+        kind=events.RESULT_RECEIVED,
+        verification=locked,
+        payload={
+            "verification_id": str(locked.pk),
+            "criterion": criterion_id,
+            "actor": actor.name,
+            "receipt_id": receipt.content_hash,
+        },
+    )
+    return receipt
