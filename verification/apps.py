@@ -38,7 +38,7 @@ class VerificationConfig(AppConfig):
         security_log.connect_signals()
         # The composition root: the domain takes submissions through the API's serializers (the one validation
         # layer) without importing the API (STYLE.md: api -> domain).
-        from verification.api.serializers import submission_from_body
+        from verification.api.serializers.submissions import submission_from_body
         from verification.runs import submissions
 
         submissions.use_parser(submission_from_body)

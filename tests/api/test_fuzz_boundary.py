@@ -42,9 +42,9 @@ def assert_refused_with_a_registered_code(response: Any) -> None:
 
 def assert_run_ends_succeeded(verification_id: str) -> None:
     """The run happened (no operational failure) and, read after every deadline has passed, it has succeeded."""
+    from verification.api.presenters import verification_view
     from verification.runs.models import Verification
-    from verification.runs.selectors import verification_view
-    from verification.runs.services.verifications import verification_run
+    from verification.runs.services.run import verification_run
 
     verification = Verification.objects.get(pk=verification_id)
     if verification.failed_at is None and not verification.receipts.exists():

@@ -30,8 +30,8 @@ def test_the_wait_is_woken_by_the_announcement_and_never_sleeps(
     ready: tuple[Api, Cast, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from verification import tasks
-    from verification.api import views
-    from verification.runs.services.verifications import verification_run
+    from verification.api.views import verifications as views
+    from verification.runs.services.run import verification_run
 
     api, cast, task_id = ready
     monkeypatch.setattr(tasks.verification_run, "delay", lambda verification_id: None)  # no worker: the seam runs it

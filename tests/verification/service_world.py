@@ -13,12 +13,13 @@ from typing import Any
 
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import SCOPES, actor_create, token_issue
+from verification.api.presenters import verification_view
 from verification.kernel.digests import sha256_digest
 from verification.runs.models import Rubric, Task, Verification
-from verification.runs.selectors import verification_view
 from verification.runs.services.rubrics import rubric_register
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_submit
 from verification.runs.services.tasks import claim_record, contract_accept, task_create
-from verification.runs.services.verifications import verification_run, verification_submit
 from verification.trust.models import Receipt
 from verification.trust.selectors import head_of, receipt_payload
 

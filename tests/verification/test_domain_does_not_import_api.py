@@ -9,7 +9,7 @@ from typing import Any
 import grimp
 import pytest
 
-from verification.api.serializers import submission_from_body
+from verification.api.serializers.submissions import submission_from_body
 from verification.runs import submissions
 
 DOMAIN = tuple(

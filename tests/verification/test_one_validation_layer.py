@@ -15,7 +15,7 @@ from verification.errors import ServiceError
 from verification.evidence.models import Evidence
 from verification.kernel.reasons import Reason
 from verification.runs.models import Verification
-from verification.runs.services.verifications import verification_add_evidence, verification_submit
+from verification.runs.services.submit import verification_add_evidence, verification_submit
 from verification.runs.submissions import Submission
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def test_the_service_refuses_what_the_api_refuses_with_the_same_code(world: Worl
 
 
 def test_the_api_hands_the_service_a_typed_submission(world: World) -> None:
-    from verification.api.serializers import submission_from_body
+    from verification.api.serializers.submissions import submission_from_body
 
     submission = submission_from_body({"evidence": [inline("notes", b"bytes", collected_at="2026-01-01T00:00:00Z")]})
     assert isinstance(submission, Submission)

@@ -11,8 +11,8 @@ from django.utils import timezone
 from tests.history.conftest import decide
 from tests.portal.conftest import Queue, ensure_roles, make_user, queue, reviewer  # noqa: F401 - fixtures
 from tests.verification.conftest import signing_key, var_dir  # noqa: F401 - fixtures
+from verification.api.presenters import verification_view
 from verification.runs.models import Event
-from verification.runs.selectors import verification_view
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from verification.api import proofs as views_proofs
 from verification.api import wellknown as views_wellknown
-from verification.api.serializers import ErrorResponseSerializer
+from verification.api.serializers.base import ErrorResponseSerializer
 
 HEX64 = r"^[0-9a-f]{64}$"
 

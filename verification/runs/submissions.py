@@ -1,7 +1,7 @@
 """A submission as the services take it: typed and already validated (issue 13 item 5, "one validation layer").
 
-The API's serializers (``verification.api.serializers.VerificationRequestSerializer``) are the one place where a
-submission's wire shape is checked: unknown fields, types, symbols, canonical base64 and its size limit
+The API's serializers (``verification.api.serializers.submissions.VerificationRequestSerializer``) are the one place
+where a submission's wire shape is checked: unknown fields, types, symbols, canonical base64 and its size limit
 (``REVIEWPORTAL_API_MAX_INLINE_EVIDENCE_BYTES``), dates and durations in SPEC §3's ranges, claims. They build a
 ``Submission``; the services keep only the rules that are not about wire shape (the contract, the actor's kind, the
 MISMATCH refusal, ownership). In-process callers (the demo, tests, benchmarks) pass a body through the same
