@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from verification.actors.models import Actor
+from verification.actors.roles import DECIDE_VERIFICATION
 from verification.actors.services.actors import actor_for_user, kernel_actor
 from verification.errors import NotFound, PermissionRefused, ServiceError
 from verification.kernel.errors import DecisionRefused, KernelError
@@ -35,7 +36,7 @@ from verification.runs.models import Task, Verification
 from verification.runs.selectors import current_cycle
 from verification.trust.services import security_log
 
-DECIDE_PERMISSION: Final = "reviewportal.decide_verification"
+DECIDE_PERMISSION: Final = DECIDE_VERIFICATION
 #: How many lost races ``review_claim_next`` tolerates in one call (each one is another claimer's progress).
 CLAIM_ATTEMPTS: Final = 1000
 
