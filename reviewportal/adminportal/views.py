@@ -15,11 +15,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_safe
 
-from reviewportal.adminportal import access
+from reviewportal.adminportal import access, presenters
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
 from verification.trust import selectors as trust_selectors
-from verification.trust.services import audit
 
 GET_POST: Final = require_http_methods(["GET", "POST"])
 
@@ -31,7 +30,7 @@ def _refusal(exc: KernelError) -> dict[str, str]:
 
 def _render(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
     """Every admin page shows the portal's own key (SPEC §8: confirm it out of band) and the sections it may open."""
-    base = {"portal_key": trust_selectors.portal_key(), "admin_sections": access.sections(request.user)}
+    base = {"portal_key": presenters.portal_key(), "admin_sections": access.sections(request.user)}
     return render(request, template, {**base, **context}, status=status)
 
 
@@ -53,7 +52,7 @@ def public_keys(request: HttpRequest) -> HttpResponse:
     response = render(
         request,
         "adminportal/public_keys.html",
-        {"portal_key": trust_selectors.portal_key(), "keys": trust_selectors.portal_keys()},
+        {"portal_key": presenters.portal_key(), "keys": presenters.portal_keys()},
     )
     response["Cache-Control"] = "public, max-age=60"
     return response
@@ -65,7 +64,7 @@ def public_keys(request: HttpRequest) -> HttpResponse:
 @require_GET
 @access.admin_required
 def home(request: HttpRequest) -> HttpResponse:
-    runs = audit.latest_runs(1)
+    runs = trust_selectors.latest_audit_runs(1)
     return _render(request, "adminportal/home.html", {"last_run": runs[0] if runs else None})
 
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewportal.adminportal import access
+from reviewportal.adminportal import access, presenters
 from reviewportal.adminportal.forms import (
     VerifyProofForm,
 )
@@ -33,7 +33,7 @@ def chain(request: HttpRequest, verification_id: Any) -> HttpResponse:
     verification = verification_get(verification_id)
     if verification is None:
         raise Http404("no such verification")
-    report = trust_selectors.verification_chain(verification)
+    report = presenters.verification_chain(verification)
     findings = verification.findings.filter(kind__in=["tamper", "revoked_key"]).order_by("-id")
     return _render(
         request, "adminportal/chain.html", {"verification": verification, "report": report, "findings": findings}
@@ -85,7 +85,7 @@ def verify_proof(request: HttpRequest) -> HttpResponse:
             context["refusal"] = _refusal(exc)
         else:
             data, context["from_bundle"] = _proof_of(data)
-            context["report"] = trust_selectors.uploaded_proof_report(
+            context["report"] = presenters.uploaded_proof_report(
                 data,
                 trusted_head=form.cleaned_data["trusted_head"].strip(),
                 verification_id=form.cleaned_data["verification_id"].strip(),
@@ -122,8 +122,8 @@ def audit_page(request: HttpRequest) -> HttpResponse:
         request,
         "adminportal/audit.html",
         {
-            "runs": audit.latest_runs(10),
-            "checkpoints": checkpoints.checkpoint_tail(10),
+            "runs": trust_selectors.latest_audit_runs(10),
+            "checkpoints": trust_selectors.checkpoint_tail(10),
             "checkpoint_path": checkpoints.checkpoint_log_path(),
             "findings": trust_selectors.audit_findings(),
         },

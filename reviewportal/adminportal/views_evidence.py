@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from reviewportal.adminportal import access
+from reviewportal.adminportal import access, presenters
 from reviewportal.adminportal.forms import (
     RedactForm,
 )
@@ -19,7 +19,6 @@ from reviewportal.adminportal.views import GET_POST, _denied, _htmx, _page_size,
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.selectors import evidence_get
 from verification.kernel.errors import KernelError
-from verification.trust import selectors as trust_selectors
 from verification.trust.services import security_log
 from verification.trust.services.security_log import client_address
 
@@ -42,7 +41,7 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
         "rows": rows,
         "filters": filters,
         "list_refusal": refusal,
-        "states": trust_selectors.EVIDENCE_STATES,
+        "states": evidence_selectors.EVIDENCE_STATES,
         "next_url": f"{here}?{urlencode({**query, 'cursor': next_cursor})}" if next_cursor else None,
         "first_url": f"{here}?{urlencode(query)}" if cursor else None,
     }
@@ -57,7 +56,7 @@ def evidence_detail(request: HttpRequest, evidence_id: Any) -> HttpResponse:
     evidence = evidence_get(evidence_id)
     if evidence is None:
         raise Http404("no such evidence")
-    detail = evidence_selectors.evidence_detail(evidence)
+    detail = presenters.evidence_detail(evidence)
     return _render(request, "adminportal/evidence_detail.html", {"detail": detail})
 
 
@@ -69,7 +68,7 @@ def evidence_redact(request: HttpRequest, evidence_id: Any) -> HttpResponse:
     if evidence is None:
         raise Http404("no such evidence")
     form = RedactForm(request.POST or None)
-    detail = evidence_selectors.evidence_detail(evidence)
+    detail = presenters.evidence_detail(evidence)
     context: dict[str, Any] = {"evidence": evidence, "form": form, "detail": detail}
     if request.method == "POST" and form.is_valid():
         try:

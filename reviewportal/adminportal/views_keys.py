@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewportal import prg
-from reviewportal.adminportal import access
+from reviewportal.adminportal import access, presenters
 from reviewportal.adminportal.forms import (
     PinForm,
     RevokeForm,
@@ -27,9 +27,9 @@ from verification.trust.signing import SigningKeyUnavailable
 
 def _keys_context(**extra: Any) -> dict[str, Any]:
     return {
-        "keys": trust_selectors.portal_keys(),
-        "pins": trust_selectors.pins_in_force(),
-        "pin_log": trust_selectors.pin_log_rows(),
+        "keys": presenters.portal_keys(),
+        "pins": presenters.pins_in_force(),
+        "pin_log": presenters.pin_log_rows(),
         "form": PinForm(),
         "refusal": None,
         **extra,
@@ -89,7 +89,7 @@ def key_unpin(request: HttpRequest, key_id: str) -> HttpResponse:
     if pin is None:
         raise Http404("this key is not pinned for that purpose")
     form = UnpinForm(request.POST or None, initial={"purpose": purpose})
-    context: dict[str, Any] = {"pin": pin, "fingerprint": trust_selectors.grouped(pin.fingerprint), "form": form}
+    context: dict[str, Any] = {"pin": pin, "fingerprint": presenters.grouped(pin.fingerprint), "form": form}
     if request.method == "POST" and form.is_valid():
         try:
             keys.key_unpin(
@@ -117,7 +117,7 @@ def key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     form = RevokeForm(request.POST or None)
     context: dict[str, Any] = {
         "key_id": key_id,
-        "own": trust_selectors.key_row(own) if own is not None else None,
+        "own": presenters.key_row(own) if own is not None else None,
         "active": own is not None and own.status == "active",
         "form": form,
     }

@@ -12,7 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewportal import prg
-from reviewportal.adminportal import access
+from reviewportal.adminportal import access, presenters
 from reviewportal.adminportal.forms import (
     ActorCreateForm,
     DeactivateForm,
@@ -45,7 +45,7 @@ def _user_or_404(user_id: Any) -> Any:
 @require_GET
 @access.users_admin
 def users_page(request: HttpRequest) -> HttpResponse:
-    return _render(request, "adminportal/users.html", {"rows": actors_selectors.user_rows()})
+    return _render(request, "adminportal/users.html", {"rows": presenters.user_rows()})
 
 
 @GET_POST

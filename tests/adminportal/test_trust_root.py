@@ -18,6 +18,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from reviewportal.adminportal.presenters import verification_chain
 from tests.verification.conftest import key_admin  # noqa: F401 - the fixture, by name
 from verification.kernel.canonical import canonical_text
 from verification.kernel.chain import sign_entry
@@ -27,7 +28,7 @@ from verification.kernel.reasons import Reason
 from verification.runs.selectors import verification_view
 from verification.trust import root as trust
 from verification.trust.models import PinEntry, Receipt, SigningKey
-from verification.trust.selectors import head_of, jwks_document, verification_chain
+from verification.trust.selectors import head_of, jwks_document
 from verification.trust.services.audit import audit_run
 
 
@@ -105,7 +106,7 @@ def test_the_insert_only_forgery_is_trusted_nowhere(chain: Any, checkpoint_log: 
     assert view["kernel_verdict"] is None
 
     # the review page: no verdict either, flagged with the code
-    from verification.reviews.selectors import review_view
+    from verification.reviews.item_selectors import review_view
 
     page = review_view(verification, now=timezone.now())
     assert (page.verdict, page.determination, page.flagged) == ("", None, True)

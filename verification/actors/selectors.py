@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,9 +11,6 @@ from django.utils import timezone
 
 from verification.actors.models import Actor, ApiToken
 from verification.reviews.models import ReviewLease
-from verification.trust.selectors import (
-    ROLE_ORDER,
-)
 
 
 def actor_get(name: str) -> Actor | None:
@@ -26,42 +22,33 @@ def tokens_of(actor: Actor) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(actor=actor).order_by("-created_at", "-id")
 
 
-@dataclass(frozen=True)
-class UserRow:
-    user: Any
-    roles: list[str]
-    actor: str
-    active_tokens: int
-    leases_held: int
+def portal_users() -> QuerySet[Any]:
+    """Every portal user by username, their groups (roles) prefetched."""
+    return get_user_model().objects.order_by("username").prefetch_related("groups")
 
 
-def user_rows(*, now: datetime | None = None) -> list[UserRow]:
-    """Every portal user, with roles, actor, active tokens and leases held now."""
-    when = now or timezone.now()
-    users = get_user_model().objects.order_by("username").prefetch_related("groups")
-    actors = {a.user_id: a for a in Actor.objects.filter(user__isnull=False)}
-    tokens = dict(
+def actors_by_user() -> dict[Any, Actor]:
+    """The actor of each portal user that has one, by user id."""
+    return {a.user_id: a for a in Actor.objects.filter(user__isnull=False)}
+
+
+def active_tokens_by_user() -> dict[Any, int]:
+    """How many unrevoked API tokens each user's actor holds, by user id (users without one are absent)."""
+    return dict(
         ApiToken.objects.filter(revoked_at__isnull=True, actor__user__isnull=False)
-        .values_list("actor__user_id").annotate(n=Count("id"))
+        .values_list("actor__user_id")
+        .annotate(n=Count("id"))
     )
-    leases = dict(
+
+
+def leases_held_by_user(*, now: datetime | None = None) -> dict[Any, int]:
+    """How many review leases each user holds at ``now`` (unreleased, unexpired), by user id."""
+    when = now or timezone.now()
+    return dict(
         ReviewLease.objects.filter(released_at__isnull=True, expires_at__gt=when)
-        .values_list("holder_id").annotate(n=Count("verification"))
+        .values_list("holder_id")
+        .annotate(n=Count("verification"))
     )
-    out = []
-    for user in users:
-        names = {g.name for g in user.groups.all()}
-        actor = actors.get(user.pk)
-        out.append(
-            UserRow(
-                user=user,
-                roles=[r for r in ROLE_ORDER if r in names],
-                actor=actor.name if actor is not None else "",
-                active_tokens=int(tokens.get(user.pk, 0)),
-                leases_held=int(leases.get(user.pk, 0)),
-            )
-        )
-    return out
 
 
 def user_get(user_id: Any) -> Any:

@@ -15,9 +15,8 @@ from verification.errors import ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.kernel.evidence import Accessibility, Citation, artifact_text, resolve_citation
-from verification.kernel.integrity import StoredItem, recheck
+from verification.kernel.integrity import IntegrityEntry, StoredItem, recheck
 from verification.kernel.reasons import Reason
-from verification.reviews.selectors import Segment, segments
 from verification.runs.models import (
     ArrivedResult,
     Verification,
@@ -25,12 +24,7 @@ from verification.runs.models import (
 from verification.trust.models import (
     Receipt,
 )
-from verification.trust.selectors import (
-    EVIDENCE_STATES,
-    _code,
-    _explain,
-    receipt_payload,
-)
+from verification.trust.selectors import receipt_payload
 
 
 def evidence_get(evidence_id: str | uuid.UUID) -> Evidence | None:
@@ -40,6 +34,9 @@ def evidence_get(evidence_id: str | uuid.UUID) -> Evidence | None:
         return None
     return Evidence.objects.filter(pk=pk).first()
 
+
+#: The evidence list's ``state`` filter: any, accessible (not redacted), redacted.
+EVIDENCE_STATES: Final = ("", "accessible", "redacted")
 
 #: How many verifications binding one evidence item the evidence page reads for citations.
 MAX_CITING: Final = 200
@@ -85,49 +82,94 @@ def evidence_list(*, filters: Mapping[str, str], cursor: str | None, limit: int)
 
 
 @dataclass(frozen=True)
-class CitationRow:
-    start: Any
-    end: Any
-    quote: str
-    quote_hash: str
-    resolves: bool
-    reason: str | None
-    reason_text: str
-    source: str  # where the citation is recorded: a receipt, or a semantic judgment
-    verification_id: str
+class EvidenceRead:
+    """One item read now: its integrity recomputed over the stored bytes, its accessibility, and its text when the
+    bytes are intact UTF-8 (the only text a citation can resolve against)."""
+
+    evidence: Evidence
+    integrity: IntegrityEntry
+    accessibility: Accessibility
+    text: str | None
+
+
+def read_evidence(evidence: Evidence) -> EvidenceRead:
+    """Read an item's bytes now (never a redacted item's) and recheck them against the digest recorded at admission."""
+    redacted = evidence.redacted_at is not None
+    content = None if redacted else storage.read(evidence.digest)
+    entry = recheck([StoredItem(str(evidence.pk), evidence.digest, content, redacted=redacted)]).entries[0]
+    if redacted:
+        accessibility = Accessibility.REDACTED
+    else:
+        accessibility = Accessibility.ACCESSIBLE if content is not None else Accessibility.INACCESSIBLE
+    text = artifact_text(content) if entry.recomputed == evidence.digest else None
+    return EvidenceRead(evidence=evidence, integrity=entry, accessibility=accessibility, text=text)
 
 
 @dataclass(frozen=True)
-class CitingVerdict:
-    """A verification that binds the item: its verdict as signed, whether its receipts cite the item, what the
-    signed integrity proof said at signing, and what a recheck says now."""
+class ResolvedCitation:
+    """A recorded citation and what resolving it now answers (``failure`` None: it resolves)."""
+
+    citation: Citation
+    failure: Reason | None
+
+    @property
+    def resolves(self) -> bool:
+        return self.failure is None
+
+
+def resolve_recorded_citation(raw: Mapping[str, Any], reads: Mapping[str, EvidenceRead]) -> ResolvedCitation:
+    """A citation as recorded (a receipt's or a semantic judgment's ``citations`` item), resolved now against the
+    items read now (``read_evidence``, by evidence id). When the cited item's bytes cannot be read (redacted, gone,
+    changed) the citation cannot be checked and answers the integrity code (``evidence-redacted``, ...), not a
+    citation failure; an id that is not among ``reads`` answers ``citation-artifact-not-admitted``."""
+    citation = Citation(
+        evidence_id=str(raw.get("evidence_id", "")),
+        start=raw.get("start"),  # type: ignore[arg-type]
+        end=raw.get("end"),  # type: ignore[arg-type]
+        quote=str(raw.get("quote", "")),
+        quote_hash=str(raw.get("quote_hash", "")),
+    )
+    read = reads.get(citation.evidence_id)
+    unreadable = read.integrity.reason if read is not None else None
+    if unreadable is not None:
+        return ResolvedCitation(citation, unreadable)
+    artifacts = {evidence_id: r.text for evidence_id, r in reads.items() if r.text is not None}
+    return ResolvedCitation(citation, resolve_citation(citation, artifacts))
+
+
+@dataclass(frozen=True)
+class RecordedCitation:
+    """A citation into one item, where it is recorded: a receipt of a verification (``receipt_seq``) or a semantic
+    judgment (``judged_by``: the actor's name)."""
+
+    resolved: ResolvedCitation
+    verification_id: str
+    receipt_seq: int | None = None
+    judged_by: str | None = None
+
+
+@dataclass(frozen=True)
+class CitingVerification:
+    """A verification that binds the item: whether its receipts or judgments cite it, and the item's entry in its
+    head's signed integrity proof (``{"evidence_id", "recorded", "recomputed"}``; None when the proof has none)."""
 
     verification: Verification
     symbol: str
-    verdict: str
-    determination: str
-    human_decided: bool
     cites: bool
-    signed_integrity: str  # intact / changed / missing / redacted / (none), from the head's integrity_proof
-    recheck_now: str
-    recheck_reason: str | None
-    recheck_text: str
+    signed_integrity: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
-class EvidenceDetail:
-    evidence: Evidence
-    accessibility: str
-    integrity: str
-    integrity_reason: str | None
-    integrity_text: str
-    text: str | None
-    segments: list[Segment]
-    citations: list[CitationRow]
-    citing: list[CitingVerdict]
+class EvidenceUse:
+    """One item read now, every citation into it (each once per verification), and the verifications binding it
+    (the ``MAX_CITING`` newest)."""
+
+    read: EvidenceRead
+    citations: list[RecordedCitation]
+    citing: list[CitingVerification]
 
 
-def _citations_in(raw: Any) -> Iterator[Mapping[str, Any]]:
+def _mappings_in(raw: Any) -> Iterator[Mapping[str, Any]]:
     if isinstance(raw, Sequence) and not isinstance(raw, (str, bytes)):
         for item in raw:
             if isinstance(item, Mapping):
@@ -137,48 +179,48 @@ def _citations_in(raw: Any) -> Iterator[Mapping[str, Any]]:
 def _cites(payload: Mapping[str, Any], evidence_id: str) -> bool:
     if evidence_id in {str(e) for e in payload.get("cited_evidence_ids", ()) or ()}:
         return True
-    for criterion in _citations_in(payload.get("criteria")):
-        for check in _citations_in(criterion.get("checks")):
+    for criterion in _mappings_in(payload.get("criteria")):
+        for check in _mappings_in(criterion.get("checks")):
             if evidence_id in {str(e) for e in check.get("evidence_ids", ()) or ()}:
                 return True
-    for check in _citations_in(payload.get("checks")):
+    for check in _mappings_in(payload.get("checks")):
         if evidence_id in {str(e) for e in check.get("evidence_ids", ()) or ()}:
             return True
-    return any(str(c.get("evidence_id")) == evidence_id for c in _citations_in(payload.get("citations")))
+    return any(str(c.get("evidence_id")) == evidence_id for c in _mappings_in(payload.get("citations")))
 
 
-def _signed_integrity(payload: Mapping[str, Any], evidence_id: str) -> str:
-    for entry in _citations_in(payload.get("integrity_proof")):
+def _signed_integrity(payload: Mapping[str, Any], evidence_id: str) -> Mapping[str, Any] | None:
+    for entry in _mappings_in(payload.get("integrity_proof")):
         if str(entry.get("evidence_id")) == evidence_id:
-            recorded, recomputed = entry.get("recorded"), entry.get("recomputed")
-            if recomputed is None:
-                return "missing or redacted"
-            return "intact" if recomputed == recorded else "changed"
-    return "(not in the proof)"
+            return entry
+    return None
 
 
-def evidence_detail(evidence: Evidence) -> EvidenceDetail:
-    """One item: its text with every citation into it highlighted, each citation's quote hash and whether it resolves
-    now, and the verdicts that cite it with what a recheck answers now (``evidence-redacted`` once redacted)."""
+def evidence_use(evidence: Evidence) -> EvidenceUse:
+    """One item: read now, every citation into it recorded by the verifications binding it (receipts, then semantic
+    judgments; each resolved now, ``resolve_recorded_citation``), and those verifications with whether they cite it."""
+    read = read_evidence(evidence)
     evidence_id = str(evidence.pk)
-    redacted = evidence.redacted_at is not None
-    content = None if redacted else storage.read(evidence.digest)
-    entry = recheck([StoredItem(evidence_id, evidence.digest, content, redacted=redacted)]).entries[0]
-    if redacted:
-        accessibility = Accessibility.REDACTED
-    else:
-        accessibility = Accessibility.ACCESSIBLE if content is not None else Accessibility.INACCESSIBLE
-    text = artifact_text(content) if entry.recomputed == evidence.digest else None
-    artifacts = {evidence_id: text} if text is not None else {}
-
+    reads = {evidence_id: read}
     bindings = list(
         VerificationEvidence.objects.filter(evidence=evidence)
         .select_related("verification", "verification__task")
         .order_by("-verification__created_at")[:MAX_CITING]
     )
     verification_ids = [b.verification_id for b in bindings]
-    citations: list[CitationRow] = []
+    citations: list[RecordedCitation] = []
     seen: set[tuple[Any, ...]] = set()
+
+    def add(raw: Mapping[str, Any], verification_id: Any, **where: Any) -> None:
+        if str(raw.get("evidence_id")) != evidence_id:
+            return
+        resolved = resolve_recorded_citation(raw, reads)
+        c = resolved.citation
+        key = (c.start, c.end, c.quote, c.quote_hash, str(verification_id))
+        if key not in seen:
+            seen.add(key)
+            citations.append(RecordedCitation(resolved, str(verification_id), **where))
+
     cites_by: dict[Any, bool] = {}
     heads: dict[Any, Mapping[str, Any]] = {}
     receipts = Receipt.objects.filter(verification_id__in=verification_ids).order_by("verification_id", "seq")
@@ -187,83 +229,22 @@ def evidence_detail(evidence: Evidence) -> EvidenceDetail:
         heads[receipt.verification_id] = payload  # the last one read is the head (seq order)
         if _cites(payload, evidence_id):
             cites_by[receipt.verification_id] = True
-        for raw in _citations_in(payload.get("citations")):
-            _add_citation(citations, seen, raw, artifacts, evidence_id, f"receipt seq {receipt.seq}",
-                          str(receipt.verification_id), unreadable=entry.reason)
+        for raw in _mappings_in(payload.get("citations")):
+            add(raw, receipt.verification_id, receipt_seq=receipt.seq)
     judgments = ArrivedResult.objects.filter(verification_id__in=verification_ids).select_related("actor")
     for row in judgments.order_by("received_at", "id"):
         body = row.body if isinstance(row.body, Mapping) else {}
-        for raw in _citations_in(body.get("citations")):
+        for raw in _mappings_in(body.get("citations")):
             if str(raw.get("evidence_id")) == evidence_id:
                 cites_by[row.verification_id] = True
-            _add_citation(citations, seen, raw, artifacts, evidence_id, f"judgment by {row.actor.name}",
-                          str(row.verification_id), unreadable=entry.reason)
-    spans = [(c.start, c.end) for c in citations if c.resolves]
+            add(raw, row.verification_id, judged_by=row.actor.name)
     citing = [
-        CitingVerdict(
+        CitingVerification(
             verification=b.verification,
             symbol=b.symbol,
-            verdict=b.verification.verdict or "",
-            determination=b.verification.determination or "",
-            human_decided=b.verification.human_decided,
             cites=cites_by.get(b.verification_id, False),
             signed_integrity=_signed_integrity(heads.get(b.verification_id, {}), evidence_id),
-            recheck_now=entry.status.value,
-            recheck_reason=_code(entry.reason),
-            recheck_text=_explain(entry.reason),
         )
         for b in bindings
     ]
-    return EvidenceDetail(
-        evidence=evidence,
-        accessibility=accessibility.value,
-        integrity=entry.status.value,
-        integrity_reason=_code(entry.reason),
-        integrity_text=_explain(entry.reason),
-        text=text,
-        segments=segments(text, spans) if text is not None else [],
-        citations=citations,
-        citing=citing,
-    )
-
-
-def _add_citation(
-    out: list[CitationRow],
-    seen: set[tuple[Any, ...]],
-    raw: Mapping[str, Any],
-    artifacts: Mapping[str, str],
-    evidence_id: str,
-    source: str,
-    verification_id: str,
-    *,
-    unreadable: Reason | None = None,
-) -> None:
-    """Add one citation into the item, resolved now; when the item's bytes cannot be read (redacted, gone, changed)
-    the citation cannot be checked and says why with the integrity code, not as a citation failure."""
-    if str(raw.get("evidence_id")) != evidence_id:
-        return
-    citation = Citation(
-        evidence_id=evidence_id,
-        start=raw.get("start"),  # type: ignore[arg-type]
-        end=raw.get("end"),  # type: ignore[arg-type]
-        quote=str(raw.get("quote", "")),
-        quote_hash=str(raw.get("quote_hash", "")),
-    )
-    key = (citation.start, citation.end, citation.quote, citation.quote_hash, verification_id)
-    if key in seen:
-        return
-    seen.add(key)
-    failure = unreadable if unreadable is not None else resolve_citation(citation, artifacts)
-    out.append(
-        CitationRow(
-            start=citation.start,
-            end=citation.end,
-            quote=citation.quote,
-            quote_hash=citation.quote_hash,
-            resolves=failure is None,
-            reason=_code(failure),
-            reason_text=_explain(failure),
-            source=source,
-            verification_id=verification_id,
-        )
-    )
+    return EvidenceUse(read=read, citations=citations, citing=citing)

@@ -228,7 +228,7 @@ class AuditRecordLeaf(AppendOnlyModel):
     """A position in the audit's Merkle tree held by a record other than a receipt (SPEC §8): a finding, a finding
     event, a security-log entry or a pin-log entry (``kind``), by its id (``ref``). Positions are shared with
     ``AuditLeaf`` (one tree); ``digest`` is the record's leaf encoding when the position was assigned (a diagnostic:
-    the leaf's data is the encoding of the record found *now*, ``services.audit.record_leaf``)."""
+    the leaf's data is the encoding of the record found *now*, ``services.audit_tree.record_leaf``)."""
 
     position = models.PositiveBigIntegerField(primary_key=True)
     kind = models.CharField(max_length=16)

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import Any, Final
 
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from verification.actors.roles import ROLES
 from verification.errors import ServiceError
 from verification.kernel import limits
 from verification.kernel.canonical import loads_strict
 from verification.kernel.chain import ALGO, FORMAT, Entry, build_proof
 from verification.kernel.keys import PublicKey
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason
 from verification.kernel.verifier import (
-    STEP_NAMES,
-    StepStatus,
     TrustedKey,
     VerificationReport,
     verify_proof_bytes,
@@ -30,6 +28,7 @@ from verification.runs.models import (
     Verification,
 )
 from verification.trust.models import (
+    AuditRun,
     PinAction,
     PinEntry,
     PinPurpose,
@@ -50,36 +49,37 @@ def head_of(verification: Verification) -> Receipt | None:
     return Receipt.objects.filter(verification=verification).order_by("-seq").first()
 
 
-def entry_of(receipt: Receipt) -> Entry:
-    """A stored receipt as the kernel's wire entry (the envelope exactly as stored and signed)."""
+#: The receipt columns the wire entry is made of, in ``Entry``'s order.
+_ENTRY_COLUMNS: Final = ("seq", "key_id", "prev_hash", "content_hash", "signature", "envelope")
+
+
+def _entry(seq: int, key_id: str, prev_hash: str | None, content_hash: str, signature: str, envelope: str) -> Entry:
     return Entry(
-        seq=receipt.seq,
-        key_id=receipt.key_id,
+        seq=seq,
+        key_id=key_id,
         algo=ALGO,  # the portal signs every receipt with the one algorithm and format (SPEC §7)
         format=FORMAT,
-        prev_hash=receipt.prev_hash,
-        content_hash=receipt.content_hash,
-        signature=receipt.signature,
-        envelope=receipt.envelope,
+        prev_hash=prev_hash,
+        content_hash=content_hash,
+        signature=signature,
+        envelope=envelope,
     )
 
 
-_ENTRY_COLUMNS = ("seq", "key_id", "prev_hash", "content_hash", "signature", "envelope")
+def entry_of(receipt: Receipt) -> Entry:
+    """A stored receipt as the kernel's wire entry (the envelope exactly as stored and signed)."""
+    return _entry(
+        receipt.seq, receipt.key_id, receipt.prev_hash, receipt.content_hash, receipt.signature, receipt.envelope
+    )
 
 
 def proof_for(verification: Verification) -> dict[str, Any] | None:
     """The proof document of a verification (SPEC §7) with the server-served head; None while the chain is empty."""
     rows = receipts_of(verification).values_list(*_ENTRY_COLUMNS)  # only the wire columns: chains can be long
-    entries = [
-        Entry(seq=seq, key_id=key_id, algo=ALGO, format=FORMAT, prev_hash=prev_hash, content_hash=content_hash,
-              signature=signature, envelope=envelope)
-        for seq, key_id, prev_hash, content_hash, signature, envelope in rows
-    ]
+    entries = [_entry(*row) for row in rows]
     if not entries:
         return None
-    return build_proof(
-        verification_id=str(verification.id), entries=entries, proof_head_hash=entries[-1].content_hash
-    )
+    return build_proof(verification_id=str(verification.id), entries=entries, proof_head_hash=entries[-1].content_hash)
 
 
 @dataclass(frozen=True)
@@ -191,98 +191,18 @@ def untrusted_head(head: Receipt) -> bool:
 MAX_PROOF_BYTES: Final = 32 * 1024 * 1024
 
 
-def grouped(fingerprint: str) -> str:
-    """A fingerprint in groups of four hex digits (SPEC §8), for reading aloud out of band."""
-    return " ".join(fingerprint[i : i + 4] for i in range(0, len(fingerprint), 4))
-
-
-def _explain(code: Reason | str | None) -> str:
-    if code is None:
-        return ""
-    try:
-        return explain(code)
-    except ValueError:
-        return ""
-
-
-@dataclass(frozen=True)
-class KeyRow:
-    """One of the portal's own signing keys."""
-
-    key_id: str
-    fingerprint: str
-    fingerprint_grouped: str
-    thumbprint: str
-    status: str
-    created_at: datetime
-    retired_at: datetime | None
-    revoked_at: datetime | None
-    revoked_reason: str
-    receipts: int
-
-
-def key_row(row: SigningKey, receipts: int = 0) -> KeyRow:
-    try:
-        thumbprint = PublicKey.from_raw(bytes(row.public_key)).thumbprint()
-    except Exception:  # a row whose bytes are not a usable key: shown, never trusted (the audit reports it)
-        thumbprint = ""
-    return KeyRow(
-        key_id=row.key_id,
-        fingerprint=row.fingerprint,
-        fingerprint_grouped=grouped(row.fingerprint),
-        thumbprint=thumbprint,
-        status=row.status,
-        created_at=row.created_at,
-        retired_at=row.retired_at,
-        revoked_at=row.revoked_at,
-        revoked_reason=row.revoked_reason,
-        receipts=receipts,
-    )
-
-
-def portal_key() -> KeyRow | None:
-    """The portal's active signing key (shown on every admin page and on the public key page)."""
-    row = SigningKey.objects.filter(status=SigningKey.Status.ACTIVE).first()
-    return key_row(row) if row is not None else None
-
-
-def portal_keys() -> list[KeyRow]:
-    """Every signing key of the portal, newest first, with how many receipts each signed."""
-    rows = SigningKey.objects.annotate(signed=Count("receipts")).order_by("-created_at", "key_id")
-    return [key_row(row, row.signed) for row in rows]
+def signing_keys_with_receipt_counts() -> QuerySet[SigningKey]:
+    """Every signing key of the portal, newest first, each annotated ``signed``: how many receipts it signed."""
+    return SigningKey.objects.annotate(signed=Count("receipts")).order_by("-created_at", "key_id")
 
 
 def portal_key_get(key_id: str) -> SigningKey | None:
     return SigningKey.objects.filter(key_id=key_id).first() if isinstance(key_id, str) else None
 
 
-@dataclass(frozen=True)
-class PinRow:
-    """A pin in force: a key trusted for one purpose (SPEC §8), and whether it has since been revoked."""
-
-    key_id: str
-    purpose: str
-    fingerprint_grouped: str
-    entry: PinEntry
-    revoked: PinEntry | None
-    own: bool  # one of the portal's own signing keys
-
-
-def pins_in_force() -> list[PinRow]:
-    state = pin_state()
-    own = set(SigningKey.objects.values_list("key_id", flat=True))
-    rows = [
-        PinRow(
-            key_id=key_id,
-            purpose=purpose,
-            fingerprint_grouped=grouped(entry.fingerprint),
-            entry=entry,
-            revoked=state.revoked.get(key_id),
-            own=key_id in own,
-        )
-        for (key_id, purpose), entry in state.pinned.items()
-    ]
-    return sorted(rows, key=lambda r: (r.purpose, r.entry.pk))
+def own_key_ids() -> set[str]:
+    """The key ids of the portal's own signing keys (any status)."""
+    return set(SigningKey.objects.values_list("key_id", flat=True))
 
 
 def pin_of(key_id: str, purpose: str) -> PinEntry | None:
@@ -294,156 +214,23 @@ def pin_of(key_id: str, purpose: str) -> PinEntry | None:
     return pin_state().pinned.get((key_id, wanted))
 
 
-@dataclass(frozen=True)
-class PinLogRow:
-    entry: PinEntry
-    fingerprint_grouped: str
-
-
-def pin_log_rows() -> list[PinLogRow]:
-    """The whole pin log, newest first."""
-    return [PinLogRow(entry, grouped(entry.fingerprint)) for entry in reversed(list(pin_log()))]
-
-
 def known_key(key_id: str) -> bool:
     """A key the portal knows (one of its own, or one in the pin log): the only ones a revocation can name."""
     return SigningKey.objects.filter(key_id=key_id).exists() or PinEntry.objects.filter(key_id=key_id).exists()
 
 
 @dataclass(frozen=True)
-class StepCell:
-    """One entry in one step: ``passed``, ``failed``, ``not-run`` or ``n/a`` (a whole-proof step about another)."""
+class ChainCheck:
+    """A chain verified strictly (SPEC §7): the kernel's report of every step for every entry, the head it was
+    checked against, and the trust store given to the verifier (the pinned proof-signing keys, with revocation)."""
 
-    status: str
-    reason: str | None = None
-    reason_text: str = ""
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class EntryRow:
-    seq: int | None
-    index: int
-    content_hash: str
-    key_id: str
-    status: str
-    reason: str | None
-    reason_text: str
-    kind: str
-    verdict: str
-    created_at: str
-    cells: list[StepCell]
-
-
-@dataclass(frozen=True)
-class StepRow:
-    number: int
-    name: str
-    status: str
-    reason: str | None
-    reason_text: str
-    seq: int | None
-    detail: str
-    failed_entries: int
-
-
-@dataclass(frozen=True)
-class ChainReport:
-    """The strict verifier's report as the chain view shows it (SPEC §7; STYLE §4): every step for every entry."""
-
-    ok: bool
-    reason: str | None
-    reason_text: str
-    failed_step: int | None
-    failed_step_name: str
-    failed_seq: int | None
-    detail: str
-    steps: list[StepRow]
-    entries: list[EntryRow]
+    report: VerificationReport
     trusted_head: str | None
-    computed_head: str | None
-    keys: list[tuple[str, bool]]  # the trust store given to the verifier: (key id, revoked)
-    step_names: Sequence[str] = field(default=STEP_NAMES)
+    keys: Mapping[str, TrustedKey]
 
 
-def _code(reason: Reason | None) -> str | None:
-    return reason.value if reason is not None else None
-
-
-def chain_report(
-    report: VerificationReport, *, trusted_head: str | None, keys: Mapping[str, TrustedKey]
-) -> ChainReport:
-    """Lay a ``VerificationReport`` out as a grid: a row per entry, a cell per step."""
-    by_step: dict[int, dict[int, Any]] = {}
-    for step in report.steps:
-        by_step[step.number] = {result.index: result for result in step.entries}
-    status_of = {step.number: step.status for step in report.steps}
-    entries = []
-    for view in report.entries:
-        cells = []
-        for number in range(len(STEP_NAMES)):
-            result = by_step.get(number, {}).get(view.index)
-            if result is not None:
-                cells.append(
-                    StepCell(
-                        status=StepStatus.PASSED.value if result.ok else StepStatus.FAILED.value,
-                        reason=_code(result.reason),
-                        reason_text=_explain(result.reason),
-                        detail=result.detail,
-                    )
-                )
-            elif status_of.get(number, StepStatus.NOT_RUN) is StepStatus.NOT_RUN:
-                cells.append(StepCell(status=StepStatus.NOT_RUN.value))
-            else:
-                cells.append(StepCell(status="n/a"))
-        body = view.body if isinstance(view.body, Mapping) else {}
-        payload = body.get("payload") if isinstance(body.get("payload"), Mapping) else {}
-        entries.append(
-            EntryRow(
-                seq=view.seq,
-                index=view.index,
-                content_hash=view.content_hash or "",
-                key_id=view.key_id or "",
-                status=view.status.value,
-                reason=_code(view.reason),
-                reason_text=_explain(view.reason),
-                kind=str(payload.get("kind", "")),
-                verdict=str(payload.get("verdict", "")),
-                created_at=str(body.get("created_at", "")),
-                cells=cells,
-            )
-        )
-    steps = [
-        StepRow(
-            number=step.number,
-            name=step.name,
-            status=step.status.value,
-            reason=_code(step.reason),
-            reason_text=_explain(step.reason),
-            seq=step.seq,
-            detail=step.detail,
-            failed_entries=sum(1 for r in step.entries if not r.ok),
-        )
-        for step in sorted(report.steps, key=lambda s: s.number)
-    ]
-    return ChainReport(
-        ok=report.ok,
-        reason=_code(report.reason),
-        reason_text=_explain(report.reason),
-        failed_step=report.failed_step,
-        failed_step_name=STEP_NAMES[report.failed_step] if report.failed_step is not None else "",
-        failed_seq=report.failed_seq,
-        detail=report.detail,
-        steps=steps,
-        entries=entries,
-        trusted_head=trusted_head,
-        computed_head=report.computed_head,
-        keys=sorted((key_id, trusted.revoked) for key_id, trusted in keys.items()),
-    )
-
-
-def verification_chain(verification: Verification) -> ChainReport | None:
-    """The chain of a verification verified strictly: keys from the pin log (proof-signing, with revocation), the
+def check_chain(verification: Verification) -> ChainCheck | None:
+    """The chain of a verification verified strictly: keys from the trust root (proof-signing, with revocation), the
     stored head as the trusted head, the verification's own id and submission hash. None while the chain is empty."""
     proof = proof_for(verification)
     head = head_of(verification)
@@ -457,12 +244,12 @@ def verification_chain(verification: Verification) -> ChainReport | None:
         expected_verification_id=str(verification.pk),
         expected_submission_hash=verification.submission_hash,
     )
-    return chain_report(report, trusted_head=head.content_hash, keys=keys)
+    return ChainCheck(report=report, trusted_head=head.content_hash, keys=keys)
 
 
-def uploaded_proof_report(
+def check_uploaded_proof(
     data: bytes, *, trusted_head: str | None, verification_id: str, submission_hash: str
-) -> ChainReport:
+) -> ChainCheck:
     """A proof an admin uploaded, verified against the pinned proof-signing keys and the head they entered."""
     keys = trusted_keys(PinPurpose.PROOF_SIGNING)
     report = verify_proof_bytes(
@@ -472,13 +259,7 @@ def uploaded_proof_report(
         expected_verification_id=verification_id,
         expected_submission_hash=submission_hash,
     )
-    return chain_report(report, trusted_head=trusted_head or None, keys=keys)
-
-
-EVIDENCE_STATES: Final = ("", "accessible", "redacted")
-
-
-ROLE_ORDER: Final = ROLES
+    return ChainCheck(report=report, trusted_head=trusted_head or None, keys=keys)
 
 
 SECURITY_FILTERS: Final = ("kind", "who", "target", "since", "until")
@@ -558,7 +339,19 @@ def security_log_rows(filters: Mapping[str, str]) -> Iterator[SecurityLogEntry]:
 def audit_findings(limit: int = 50) -> list[Finding]:
     """The most recent tamper and revoked-key findings (what the audit raises)."""
     return list(
-        Finding.objects.filter(kind__in=["tamper", "revoked_key"]).select_related("verification").order_by("-id")[
-            :limit
-        ]
+        Finding.objects.filter(kind__in=["tamper", "revoked_key"])
+        .select_related("verification")
+        .order_by("-id")[:limit]
     )
+
+
+def latest_audit_runs(limit: int = 10) -> list[AuditRun]:
+    """The most recent audit runs, newest first (for the admin pages)."""
+    return list(AuditRun.objects.order_by("-id")[:limit])
+
+
+def checkpoint_tail(limit: int = 10) -> list[tuple[int, str]]:
+    """The last ``limit`` lines of the checkpoint log, oldest first (for the admin pages)."""
+    from verification.trust.services.checkpoints import checkpoint_log_path, read_checkpoints
+
+    return list(deque(read_checkpoints(checkpoint_log_path()), maxlen=limit))

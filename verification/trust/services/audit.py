@@ -189,8 +189,3 @@ def audit_run(*, now: datetime | None = None, checkpoint_path: Path | None = Non
         report.findings_raised,
     )
     return report
-
-
-def latest_runs(limit: int = 10) -> list[AuditRun]:
-    """The most recent audit runs, newest first (for the admin pages)."""
-    return list(AuditRun.objects.order_by("-id")[:limit])

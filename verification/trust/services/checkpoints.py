@@ -139,13 +139,3 @@ def write_checkpoint(path: Path, checkpoint: Checkpoint | None, report: AuditRep
     )
     append_checkpoint(path, written)
     report.written = written
-
-
-def checkpoint_tail(limit: int = 10) -> list[tuple[int, str]]:
-    """The last ``limit`` lines of the checkpoint log, oldest first (for the admin pages)."""
-    tail: list[tuple[int, str]] = []
-    for item in read_checkpoints(checkpoint_log_path()):
-        tail.append(item)
-        if len(tail) > limit:
-            tail.pop(0)
-    return tail
