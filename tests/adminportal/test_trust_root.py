@@ -20,12 +20,12 @@ from django.utils import timezone
 
 from reviewportal.adminportal.presenters import verification_chain
 from tests.verification.conftest import key_admin  # noqa: F401 - the fixture, by name
+from verification.api.presenters import verification_view
 from verification.kernel.canonical import canonical_text
 from verification.kernel.chain import sign_entry
 from verification.kernel.journal import JournalRefused, build_line, line_hash, verify_journal
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason
-from verification.runs.selectors import verification_view
 from verification.trust import root as trust
 from verification.trust.models import PinEntry, Receipt, SigningKey
 from verification.trust.selectors import head_of, jwks_document
