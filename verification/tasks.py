@@ -16,6 +16,9 @@ with the failure to record (``failure=``), never acknowledged into limbo; if eve
 the verification still has no receipt and no ``failed_at``, and the sweeper (``sweep_verifications``, on beat)
 enqueues it again. Without a broker (the embedded default) the task runs eagerly in the caller, with the same
 attempts and a short backoff, and never raises into the caller.
+
+Every retry is counted in ``reviewportal_celery_retries_total{task="verification.run"}`` (``/metrics``): a run
+retried through the broker, a retry that only records the failure, and an eager attempt after the first.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from verification.errors import NotFound
 from verification.records import metrics
-from verification.runs.services import verifications as services
+from verification.runs.services import run as services
 from verification.trust.signing import SigningKeyUnavailable
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,8 @@ OPERATIONAL_ERRORS: Final = (
     TimeoutError,
     SoftTimeLimitExceeded,
 )
+#: The run task's name (and its label in the retries counter, ``reviewportal_celery_retries_total``).
+RUN_TASK: Final = "verification.run"
 #: Backoff between eager attempts (no broker): 0.25 s, then 0.5 s.
 EAGER_BACKOFF_SECONDS: Final = 0.25
 
@@ -76,6 +81,7 @@ def _eager(verification_id: str) -> str | None:
                 logger.error("verification.run %s failed after %d attempts: %r", verification_id, attempt + 1, exc)
                 _eager_failed(verification_id, _describe(exc))
                 return None
+            metrics.count_retry(RUN_TASK)
             time.sleep(EAGER_BACKOFF_SECONDS * 2**attempt)
             continue
         except Exception as exc:  # a defect: it would fail the same way again
@@ -102,6 +108,7 @@ def _record_failure(task: Any, verification_id: str, error: str) -> None:
         logger.warning(
             "verification.run %s: recording its failure hit %r; trying again in %.0f s", verification_id, exc, countdown
         )
+        metrics.count_retry(RUN_TASK)
         raise task.retry(
             args=[verification_id], kwargs={"failure": error}, exc=exc, countdown=countdown, max_retries=None
         ) from exc
@@ -109,13 +116,13 @@ def _record_failure(task: Any, verification_id: str, error: str) -> None:
 
 @shared_task(
     bind=True,
-    name="verification.run",
+    name=RUN_TASK,
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,  # counted here: MAX_ATTEMPTS runs, then only the recording of the failure is retried
 )
 def verification_run(self: Any, verification_id: str, failure: str | None = None) -> str | None:
-    """Run one verification (``services.verifications.verification_run``); the receipt id of seq 0, or None.
+    """Run one verification (``services.run.verification_run``); the receipt id of seq 0, or None.
 
     ``failure``: the run already failed its last attempt; this delivery only records that (SPEC §3).
     """
@@ -136,7 +143,7 @@ def verification_run(self: Any, verification_id: str, failure: str | None = None
             logger.warning(
                 "verification.run %s: attempt %d hit %r; retrying in %.0f s", verification_id, attempts, exc, countdown
             )
-            metrics.count_retry("verification.run")
+            metrics.count_retry(RUN_TASK)
             raise self.retry(exc=exc, countdown=countdown, max_retries=None) from exc
         logger.error("verification.run %s failed after %d attempts: %r", verification_id, attempts, exc)
         _record_failure(self, verification_id, _describe(exc))

@@ -12,9 +12,7 @@ RUN_SECONDS = Histogram(
     ["verdict"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
-SUBMISSIONS = Counter(
-    "reviewportal_submissions", "Verification submissions, by status (created, replayed)", ["status"]
-)
+SUBMISSIONS = Counter("reviewportal_submissions", "Verification submissions, by status (created, replayed)", ["status"])
 RUNS = Counter(
     "reviewportal_runs",
     "Verification runs, by status (signed: a receipt issued now; already-run: a redelivery found seq 0; "
@@ -22,7 +20,11 @@ RUNS = Counter(
     ["status"],
 )
 REFUSALS = Counter("reviewportal_refusals", "API refusals, by reason code (verification/kernel/reasons.py)", ["reason"])
-RETRIES = Counter("reviewportal_celery_retries", "Celery task retries after an operational error, by task", ["task"])
+RETRIES = Counter(
+    "reviewportal_celery_retries",
+    "Celery task retries after an operational error, by task (an eager attempt after the first included)",
+    ["task"],
+)
 
 
 def observe_run(*, status: str, verdict: str | None = None, seconds: float | None = None) -> None:
