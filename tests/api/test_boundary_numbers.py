@@ -122,11 +122,11 @@ def test_the_largest_accepted_numbers_give_a_run_that_succeeds(signing_key: Any,
     task_id = contracted_task(api, cast, rubric)
     evidence = {"symbol": "notes", "content_base64": b64(NOTES), "collected_at": "2026-01-01T00:00:00Z",
                 "max_age_seconds": limits.DURATION_MAX_SECONDS, "expires_at": "9999-12-31T23:59:59Z"}
-    submitted = api.post("/v1/verifications", {"task": task_id, "evidence": [evidence], "wait_ms": 5000},
+    submitted = api.post("/v1/verifications", {"task": task_id, "evidence": [evidence], "wait_ms": 200},
                          caller=cast.agent)
     assert submitted.status_code in (200, 202), submitted.content
     vid = submitted.json()["id"]
-    from verification.runs.services.verifications import verification_run
+    from verification.runs.services.run import verification_run
 
     if submitted.json()["status"] == "queued":
         verification_run(verification_id=vid)

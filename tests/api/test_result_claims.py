@@ -29,7 +29,7 @@ def _ran(response: Any) -> str:
     """The verification's id once its run has happened (on commit is not reached inside a test's transaction)."""
     assert response.status_code in (200, 202), response.content
     if response.json()["status"] == "queued":
-        from verification.runs.services.verifications import verification_run
+        from verification.runs.services.run import verification_run
 
         verification_run(verification_id=response.json()["id"])
     return str(response.json()["id"])
@@ -64,7 +64,7 @@ def test_claims_in_a_submitted_imported_result_answer_and_are_signed(signing_key
                 ],
             }
         ],
-        "wait_ms": 5000,
+        "wait_ms": 200,
     }
     vid = _ran(api.post("/v1/verifications", body, caller=cast.external))
     view = api.get(f"/v1/verifications/{vid}", caller=cast.external).json()

@@ -32,12 +32,12 @@ def _claim(observable: str, expression: str, symbol: str = "notes") -> dict[str,
 def _submit(api: Api, cast: Cast, content: bytes, claims: list[dict[str, str]]) -> dict[str, Any]:
     task_id = contracted_task(api, cast)
     body = {"task": task_id, "evidence": [{"symbol": "notes", "content_base64": b64(content)}], "claims": claims,
-            "wait_ms": 5000}
+            "wait_ms": 200}
     response = api.post("/v1/verifications", body, caller=cast.agent)
     assert response.status_code in (200, 202), response.content
     vid = response.json()["id"]
     if response.json()["status"] == "queued":
-        from verification.runs.services.verifications import verification_run
+        from verification.runs.services.run import verification_run
 
         verification_run(verification_id=vid)
     read = api.get(f"/v1/verifications/{vid}", caller=cast.agent)
@@ -80,7 +80,7 @@ def test_a_contradicted_claim_flags_for_review_and_leaves_the_determination(
     assert view["flagged"] is True and view["flag_reason"] == "needs_review: claim-contradicted"
     from django.utils import timezone
 
-    from verification.reviews.selectors_base import review_queue
+    from verification.reviews.selectors import review_queue
 
     assert Verification.objects.get(pk=view["id"]) in review_queue(now=timezone.now())
 
