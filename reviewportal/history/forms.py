@@ -7,7 +7,7 @@ from typing import Any, Final
 from django import forms
 
 from verification.kernel.reasons import Reason
-from verification.records import selectors as hs
+from verification.records import selectors_history as hs
 
 MAX_RATIONALE_CHARS: Final = 10_000
 
@@ -17,7 +17,7 @@ def _choices(values: tuple[str, ...] | list[str], blank: str) -> list[tuple[str,
 
 
 class HistoryFilterForm(forms.Form):
-    """The history's filters. Validation of the values is the selector's (``history_selectors.history_queryset``):
+    """The history's filters. Validation of the values is the selector's (``selectors_history.history_queryset``):
     this form only renders the controls and keeps what was typed, so a bad value is shown with its reason code."""
 
     subject = forms.CharField(required=False, max_length=hs.MAX_TEXT_CHARS, label="Subject")

@@ -1,13 +1,24 @@
-"""What a finding's page shows in words (issue 14): its subject as the task's title and cycle instead of a raw
-``<task uuid>@<cycle>``, and a detail without ``recomputed None`` (the bytes were gone: nothing to recompute)."""
+"""The history area's view models, built from what ``verification.records``' selectors return (STYLE: the layers).
+
+- ``HistoryRow``/``HistoryPage``: a history entry with its state and reason in words.
+- ``FindingView``: a finding's facts with its reason in words.
+- What a finding's page shows in words (issue 14): its subject as the task's title and cycle instead of a raw
+  ``<task uuid>@<cycle>``, and a detail without ``recomputed None`` (the bytes were gone: nothing to recompute).
+"""
 
 from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Final
 
+from verification.records.read_helpers import reason_text_of
+from verification.records.selectors_findings import FINDING_CLOSED, FindingFacts, finding_facts
+from verification.records.selectors_history import STATE_LABELS, HistoryEntry, history_page
+from verification.reviews.models import Finding
 from verification.runs.selectors import task_get
 
 SUBJECT: Final = re.compile(r"^(?P<task>[0-9a-fA-F-]{32,36})@(?P<cycle>\d+)$")
@@ -38,3 +49,58 @@ def subject_words(raw: str) -> Subject:
 def detail_words(detail: str) -> str:
     """An integrity finding's detail as stored (``missing: recorded sha256:…, recomputed None``) in words."""
     return re.sub(r",? recomputed None\b", "; nothing to recompute (the bytes are gone)", detail or "")
+
+
+def _fields_of(record: Any) -> dict[str, Any]:
+    """A domain record's fields, as they are (no deep copy: they hold model instances)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+# --- the history -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryRow(HistoryEntry):
+    """One verification as the history shows it: what stands, who decided it, with what authority, and why."""
+
+    reason_text: str = ""
+
+    @property
+    def state_label(self) -> str:
+        return STATE_LABELS.get(self.state, self.state)
+
+    @classmethod
+    def of(cls, entry: HistoryEntry) -> HistoryRow:
+        return cls(**_fields_of(entry), reason_text=reason_text_of(entry.reason))
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    rows: list[HistoryRow]
+    next_cursor: str | None
+
+
+def history_rows(*, filters: Mapping[str, str], cursor: str | None, limit: int, now: datetime) -> HistoryPage:
+    """One page of the history (``selectors_history.history_page``), its entries in words."""
+    entries = history_page(filters=filters, cursor=cursor, limit=limit, now=now)
+    return HistoryPage(rows=[HistoryRow.of(entry) for entry in entries.rows], next_cursor=entries.next_cursor)
+
+
+# --- a finding -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FindingView(FindingFacts):
+    """A finding's facts, its reason in words."""
+
+    reason_text: str = ""
+
+    @property
+    def closed(self) -> bool:
+        return self.state == FINDING_CLOSED
+
+
+def finding_view(finding: Finding) -> FindingView:
+    """A finding with what it is about (``selectors_findings.finding_facts``), its reason in words."""
+    facts = finding_facts(finding)
+    return FindingView(**_fields_of(facts), reason_text=reason_text_of(finding.reason))

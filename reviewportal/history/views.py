@@ -32,14 +32,40 @@ from reviewportal.history.access import (
     history_required,
 )
 from reviewportal.history.forms import FindingStepForm, HistoryFilterForm
-from reviewportal.history.presenters import detail_words, subject_words
+from reviewportal.history.presenters import HistoryPage, detail_words, finding_view, history_rows, subject_words
 from reviewportal.webwords import field_problems
 from verification.actors.services.actors import actor_for_user
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
 from verification.records import exports
-from verification.records import selectors as hs
+from verification.records.selectors_dashboards import (
+    PERIODS,
+    Period,
+    abstain_share,
+    backlog_by_age,
+    decisions_per_day,
+    findings_flow,
+    period_of,
+    reviewer_counts,
+    time_to_decision,
+)
+from verification.records.selectors_export import utc_stamp
+from verification.records.selectors_findings import (
+    FINDING_FILTERS,
+    FINDING_KINDS,
+    FINDING_STATES,
+    FindingsPage,
+    finding_get,
+    findings_page,
+)
+from verification.records.selectors_history import (
+    HISTORY_FILTERS,
+    clean_filters,
+    history_queryset,
+    reviewer_choices,
+)
+from verification.records.selectors_timeline import subject_timeline
 from verification.reviews.services.findings import finding_acknowledge, finding_close
 from verification.runs.models import Verification
 from verification.runs.read_state import reasons_in_use
@@ -92,22 +118,22 @@ def _verification_or_404(verification_id: Any) -> Verification:
 @history_required
 def history(request: HttpRequest) -> HttpResponse:
     """Every verification, filtered by the URL's query, newest first, in keyset pages (or, for htmx, the list)."""
-    clean = _clean_redirect(request, hs.HISTORY_FILTERS | {"cursor"})
+    clean = _clean_redirect(request, HISTORY_FILTERS | {"cursor"})
     if clean is not None:
         return clean
     now = timezone.now()
-    filters = hs.clean_filters(request.GET)
+    filters = clean_filters(request.GET)
     cursor = request.GET.get("cursor", "").strip() or None
     error = None
     problems: dict[str, str] = {}
     try:
-        page = hs.history_page(filters=filters, cursor=cursor, limit=PAGE_SIZE, now=now)
+        page = history_rows(filters=filters, cursor=cursor, limit=PAGE_SIZE, now=now)
     except KernelError as exc:
         error = _refusal(exc)  # shown instead of rows: a bad filter must not look like a result
-        page = hs.HistoryPage(rows=[], next_cursor=None)
+        page = HistoryPage(rows=[], next_cursor=None)
         # issue 14: every bad filter at once, in plain words, beside its field (the selector's own checks)
-        problems = field_problems(lambda one: hs.history_queryset(filters=one, now=now), filters)
-    reviewers = hs.reviewer_choices()
+        problems = field_problems(lambda one: history_queryset(filters=one, now=now), filters)
+    reviewers = reviewer_choices()
     context = {
         "form": HistoryFilterForm(
             request.GET or None, reviewers=reviewers, reasons=None if _fragment(request) else reasons_in_use()
@@ -131,7 +157,7 @@ def history(request: HttpRequest) -> HttpResponse:
 
 def _stream(request: HttpRequest, kind: str) -> HttpResponse:
     now = timezone.now()
-    filters = hs.clean_filters(request.GET)
+    filters = clean_filters(request.GET)
     maker, content_type, extension = {
         "csv": (exports.history_csv, "text/csv; charset=utf-8", "csv"),
         "jsonl": (exports.history_jsonl, "application/jsonl; charset=utf-8", "jsonl"),
@@ -146,7 +172,7 @@ def _stream(request: HttpRequest, kind: str) -> HttpResponse:
         return HttpResponse(f"{refusal['code']}: {refusal['text']} {refusal['detail']}\n".encode(), status=status,
                             content_type="text/plain; charset=utf-8")
     response = StreamingHttpResponse(chunks, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="history-{hs.utc_stamp(now)}.{extension}"'
+    response["Content-Disposition"] = f'attachment; filename="history-{utc_stamp(now)}.{extension}"'
     response["Cache-Control"] = "private, no-store"
     return response
 
@@ -210,7 +236,7 @@ def timeline(request: HttpRequest, task_id: Any) -> HttpResponse:
     return render(
         request,
         "history/timeline.html",
-        {"timeline": hs.subject_timeline(task, now=now), "now": now, "can_view_findings": can_view_findings(
+        {"timeline": subject_timeline(task, now=now), "now": now, "can_view_findings": can_view_findings(
             request.user)},
     )
 
@@ -221,24 +247,24 @@ def timeline(request: HttpRequest, task_id: Any) -> HttpResponse:
 @require_GET
 @findings_required
 def findings(request: HttpRequest) -> HttpResponse:
-    clean = _clean_redirect(request, hs.FINDING_FILTERS | {"cursor"})
+    clean = _clean_redirect(request, FINDING_FILTERS | {"cursor"})
     if clean is not None:
         return clean
-    filters = {k: request.GET.get(k, "").strip() for k in sorted(hs.FINDING_FILTERS) if request.GET.get(k, "").strip()}
+    filters = {k: request.GET.get(k, "").strip() for k in sorted(FINDING_FILTERS) if request.GET.get(k, "").strip()}
     cursor = request.GET.get("cursor", "").strip() or None
     error = None
     try:
-        page = hs.findings_page(filters=filters, cursor=cursor, limit=PAGE_SIZE)
+        page = findings_page(filters=filters, cursor=cursor, limit=PAGE_SIZE)
     except KernelError as exc:
         error = _refusal(exc)
-        page = hs.FindingsPage(rows=[], next_cursor=None, counts=[])
+        page = FindingsPage(rows=[], next_cursor=None, counts=[])
     states = {f.pk: s for f in page.rows if (s := getattr(f, "state", None))}
     context = {
         "page": page,
         "states": states,
         "filters": filters,
-        "kinds": hs.FINDING_KINDS,
-        "finding_states": hs.FINDING_STATES,
+        "kinds": FINDING_KINDS,
+        "finding_states": FINDING_STATES,
         "error": error,
         "self_url": _url("history:findings", {**filters, **({"cursor": cursor} if cursor else {})}),
         "next_url": _url("history:findings", {**filters, "cursor": page.next_cursor}) if page.next_cursor else None,
@@ -253,14 +279,14 @@ def findings(request: HttpRequest) -> HttpResponse:
 
 
 def _finding_or_404(finding_id: Any) -> Any:
-    finding = hs.finding_get(finding_id)
+    finding = finding_get(finding_id)
     if finding is None:
         raise Http404("no such finding")
     return finding
 
 
 def _finding_context(request: HttpRequest, finding: Any, **extra: Any) -> dict[str, Any]:
-    view = hs.finding_view(finding)
+    view = finding_view(finding)
     context = {
         "view": view,
         "subject": subject_words(finding.subject),
@@ -355,7 +381,7 @@ def _day(d: Any) -> str:
     return d.strftime("%m-%d")
 
 
-def _panel(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
+def _panel(name: str, period: Period, now: Any) -> dict[str, Any]:
     """One dashboard panel: its chart, a table of the same numbers (also as escaped row markup: a template loop over
     a 90-day table's cells cost more than the query behind it), and a one-line summary."""
     panel = _panel_content(name, period, now)
@@ -365,16 +391,16 @@ def _panel(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
     return panel
 
 
-def _panel_content(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
+def _panel_content(name: str, period: Period, now: Any) -> dict[str, Any]:
     title = PANEL_TITLES[name]
     if name == "backlog":
-        buckets = hs.backlog_by_age(now=now)
+        buckets = backlog_by_age(now=now)
         chart = charts.horizontal_bars(title=title, rows=[(label, [("age-" + key, n)]) for key, label, n in buckets])
         total = sum(n for *_, n in buckets)
         return {"name": name, "title": title, "chart": chart, "summary": f"{total} in the queue now",
                 "head": ["age", "items"], "rows": [[label, n] for _, label, n in buckets], "period_bound": False}
     if name == "decisions":
-        days = hs.decisions_per_day(period=period)
+        days = decisions_per_day(period=period)
         chart = charts.stacked_columns(
             title=title,
             categories=[_day(d.day) for d in days],
@@ -388,7 +414,7 @@ def _panel_content(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
         return {"name": name, "title": title, "chart": chart, "summary": f"{sum(d.total for d in days)} in the period",
                 "head": ["day", "PASS", "FAIL", "more evidence"], "rows": rows, "period_bound": True}
     if name == "time-to-decision":
-        result = hs.time_to_decision(period=period)
+        result = time_to_decision(period=period)
         chart = charts.horizontal_bars(
             title=title,
             rows=[("median", [("median", (result.median_seconds or 0) / 3600)]),
@@ -400,7 +426,7 @@ def _panel_content(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
                 "head": ["", "time"], "rows": [["median", _duration(result.median_seconds)],
                                                ["p90", _duration(result.p90_seconds)]], "period_bound": True}
     if name == "reviewers":
-        counts = hs.reviewer_counts(period=period)
+        counts = reviewer_counts(period=period)
         chart = charts.horizontal_bars(
             title=title,
             rows=[(r.username, [("pass", r.passed), ("fail", r.failed), ("more", r.more_evidence)]) for r in counts],
@@ -410,7 +436,7 @@ def _panel_content(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
                 "head": ["reviewer", "PASS", "FAIL", "more evidence"],
                 "rows": [[r.username, r.passed, r.failed, r.more_evidence] for r in counts], "period_bound": True}
     if name == "abstains":
-        share = hs.abstain_share(period=period)
+        share = abstain_share(period=period)
         chart = charts.stacked_columns(
             title=title,
             categories=[_day(d.day) for d in share.days],
@@ -426,7 +452,7 @@ def _panel_content(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
                 "rows": [[d.day.isoformat(), d.completed, d.abstained,
                           "–" if d.share is None else f"{d.share * 100:.1f}%"] for d in share.days if d.completed],
                 "period_bound": True}
-    flow = hs.findings_flow(period=period)
+    flow = findings_flow(period=period)
     chart = charts.stacked_columns(
         title=title,
         categories=[_day(d.day) for d in flow.days],
@@ -440,11 +466,11 @@ def _panel_content(name: str, period: hs.Period, now: Any) -> dict[str, Any]:
             "period_bound": True}
 
 
-def _period(request: HttpRequest, now: Any) -> tuple[hs.Period, dict[str, str] | None]:
+def _period(request: HttpRequest, now: Any) -> tuple[Period, dict[str, str] | None]:
     try:
-        return hs.period_of(request.GET.get("period", "").strip() or None, now=now), None
+        return period_of(request.GET.get("period", "").strip() or None, now=now), None
     except KernelError as exc:
-        return hs.period_of(None, now=now), _refusal(exc)
+        return period_of(None, now=now), _refusal(exc)
 
 
 @require_GET
@@ -456,7 +482,7 @@ def dashboards(request: HttpRequest) -> HttpResponse:
     context = {
         "panels": [_panel(name, period, now) for name in PANELS],
         "period": period,
-        "periods": list(hs.PERIODS),
+        "periods": list(PERIODS),
         "error": error,
         "now": now,
         "single": False,
@@ -477,7 +503,7 @@ def dashboard(request: HttpRequest, panel: str) -> HttpResponse:
     context = {
         "panels": [_panel(panel, period, now)],
         "period": period,
-        "periods": list(hs.PERIODS),
+        "periods": list(PERIODS),
         "error": error,
         "now": now,
         "single": True,

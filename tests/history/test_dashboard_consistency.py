@@ -1,8 +1,8 @@
 """The dashboards (issue 6 §3) equal their definitions over the base tables, whatever wrote the rows.
 
-Every dashboard aggregate of ``verification.records.selectors`` is checked against a reference computed here in plain
-Python from rows read straight from the records (verifications, review decisions, findings and their events), never
-through the functions under test or their aggregate code. The state is built by as many write paths as practical:
+Every dashboard aggregate of ``verification.records.selectors_dashboards`` is checked against a reference computed
+here in Python from rows read straight from the records (verifications, review decisions, findings and their events),
+never through the functions under test or their aggregate code. The state is built by as many write paths as practical:
 the real services (submissions and runs, claims and decisions, requests for more evidence, re-runs that supersede,
 findings raised, acknowledged and closed), ``bulk_create`` (and, on PostgreSQL, one ``INSERT … SELECT``), single
 inserts, queryset ``update()``, ``bulk_update`` and a model's ``save()`` of head columns after the fact, and rows of
@@ -37,13 +37,15 @@ from verification.actors.services.actors import actor_for_user, portal_service_a
 from verification.kernel.errors import KernelError
 from verification.kernel.findings import Finding as KernelFinding
 from verification.kernel.findings import FindingKind
-from verification.records import selectors as hs
+from verification.records import selectors_dashboards as hs
 from verification.reviews.models import Finding, FindingEvent, ReviewDecision
 from verification.reviews.selectors import queue_items
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_request_evidence
 from verification.reviews.services.findings import finding_acknowledge, finding_close, finding_raise
-from verification.reviews.services.reviews import new_request_key, review_claim, review_request_evidence
 from verification.runs.models import Verification
-from verification.runs.services.verifications import verification_add_evidence, verification_run, verification_submit
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_add_evidence, verification_submit
 
 pytestmark = pytest.mark.django_db
 

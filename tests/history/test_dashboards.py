@@ -17,7 +17,7 @@ from reviewportal.history import charts
 from tests.history.conftest import Bulk, Story, client_for, decide
 from tests.portal.conftest import Queue
 from verification.actors.services.actors import actor_for_user
-from verification.records import selectors as hs
+from verification.records import selectors_dashboards as hs
 from verification.reviews.services.findings import finding_close
 from verification.runs.models import Verification
 

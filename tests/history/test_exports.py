@@ -26,7 +26,7 @@ from verification.errors import PermissionRefused
 from verification.kernel.chain import sign_entry
 from verification.kernel.keys import PrivateKey
 from verification.records import exports
-from verification.records import selectors as hs
+from verification.records import selectors_export as hs
 from verification.runs.models import Task, Verification
 from verification.trust.selectors import head_of
 

@@ -24,14 +24,18 @@ from hypothesis import strategies as st
 from tests.history.test_dashboard_consistency import BUCKETS, bucket_of
 from tests.portal.conftest import make_user, reviewer  # noqa: F401 - fixtures
 from tests.verification.service_world import NOTES, OTHER_DIGEST, World, digest_entry, imported_entry, inline
+from verification.api.presenters import verification_view
 from verification.errors import ServiceError
-from verification.records import selectors as hs
+from verification.records.selectors_dashboards import backlog_by_age
+from verification.records.selectors_history import STATE_IN_REVIEW, state_q
 from verification.reviews.models import ReviewAction, ReviewDecision
 from verification.reviews.selectors import in_queue, queue_counts, queue_items
-from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.runs.models import Verification
-from verification.runs.selectors import verification_view
-from verification.runs.services.verifications import result_deliver, verification_add_evidence, verification_run
+from verification.runs.services.results import result_deliver
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_add_evidence
 
 pytestmark = pytest.mark.django_db
 
@@ -131,8 +135,8 @@ def _check_queue_against_reads(now: datetime) -> None:
     assert queue_counts(now=now, cached=False) == sorted(counts.items(), key=lambda p: (-p[1], p[0])), now
     submitted = dict(Verification.objects.filter(pk__in=expected).values_list("pk", "submitted_at"))
     buckets = Counter(bucket_of(at, now) for at in submitted.values())
-    assert [(key, n) for key, _, n in hs.backlog_by_age(now=now)] == [(key, buckets[key]) for key, _, _ in BUCKETS]
-    in_review = set(Verification.objects.filter(hs.state_q(hs.STATE_IN_REVIEW, now)).values_list("pk", flat=True))
+    assert [(key, n) for key, _, n in backlog_by_age(now=now)] == [(key, buckets[key]) for key, _, _ in BUCKETS]
+    in_review = set(Verification.objects.filter(state_q(STATE_IN_REVIEW, now)).values_list("pk", flat=True))
     assert in_review == set(expected), now
 
 

@@ -20,13 +20,16 @@ from hypothesis import strategies as st
 
 from tests.api.conftest import Api, Cast, api, cast, contracted_task, make_caller  # noqa: F401 - fixtures
 from tests.verification.service_world import NOTES, OTHER_DIGEST, World, digest_entry, imported_entry, inline
+from verification.api.presenters import verification_view
 from verification.errors import ServiceError
 from verification.kernel.determination import Determination, Status
 from verification.kernel.verdicts import Verdict
-from verification.records.selectors import export_rows, history_queryset
+from verification.records.selectors_export import export_rows
+from verification.records.selectors_history import history_queryset
 from verification.runs.models import ReadPhase, Verification
-from verification.runs.selectors import verification_list, verification_view
-from verification.runs.services.verifications import result_deliver, verification_run
+from verification.runs.selectors import verification_list
+from verification.runs.services.results import result_deliver
+from verification.runs.services.run import verification_run
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +112,7 @@ def test_history_filters_and_export_read_an_expired_pending_as_it_reads(
     assert found({"reason": "pending-expired"}, after) and not found({"reason": "pending-expired"}, before)
 
     (row,) = list(export_rows(filters={}, now=after))
-    from verification.records.selectors import EXPORT_COLUMNS
+    from verification.records.selectors_export import EXPORT_COLUMNS
 
     exported = dict(zip(EXPORT_COLUMNS, row, strict=True))
     assert (exported["verdict"], exported["determination"], exported["flagged"], exported["pending_expired"],

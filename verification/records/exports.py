@@ -1,6 +1,6 @@
 """Exports of the verdict history and proof bundles (issue 6 §4).
 
-**History exports** stream the filtered history (``history_selectors.history_queryset``, the same filters and order
+**History exports** stream the filtered history (``selectors_history.history_queryset``, the same filters and order
 as the history page) as CSV or JSON Lines, in constant memory: the rows come from the database through
 ``QuerySet.iterator(chunk_size=…)`` (a server-side cursor on PostgreSQL, ``fetchmany`` on SQLite) and leave as
 encoded chunks, so nothing holds more than one chunk of rows. The permission is checked when the export is asked for,
@@ -14,23 +14,20 @@ caller got from ``GET …/proof`` or their own log (SPEC §7, §12: a key obtain
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from verification import csv_export
 from verification.errors import PermissionRefused
-from verification.records.selectors import EXPORT_COLUMNS, export_rows
+from verification.records.selectors_export import EXPORT_COLUMNS, export_rows
 from verification.runs.models import Verification
 from verification.trust.selectors import jwks_document, proof_for
 
 HISTORY_PERMISSION: Final = "reviewportal.view_history"
 #: Rows fetched from the database per round trip, and rows per chunk of output.
 CHUNK_ROWS: Final = 2000
-#: A spreadsheet runs a cell that starts with one of these as a formula: such text is exported with a leading "'".
-_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _require_reader(user: Any) -> None:
@@ -49,14 +46,6 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _text(value: Any) -> str:
-    """Free text (a subject's title, a reason, a name): neutralized if a spreadsheet would run it."""
-    if value is None:
-        return ""
-    text = str(value)
-    return "'" + text if text.startswith(_FORMULA_START) else text
-
-
 def _flag(value: Any) -> str:
     return "" if value is None else ("true" if value else "false")
 
@@ -65,20 +54,21 @@ def _time(value: Any) -> str:
     return "" if value is None else value.isoformat()
 
 
-def _plain_text(value: Any) -> str:
-    """Ids, hashes, enums and numbers: never start with a formula character."""
-    return "" if value is None else str(value)
+#: Free text a person or a client typed (a subject's title, a reason, a name, a rationale): ``csv_export.safe_cell``.
+_FREE_TEXT: Final = frozenset({"subject", "flag_reason", "decided_by", "reason", "rationale"})
+_FLAGS: Final = frozenset({"pending_expired", "flagged", "human_decided"})
+
+
+def _converter(name: str) -> Callable[[Any], str]:
+    if name in _FREE_TEXT:
+        return csv_export.safe_cell
+    if name in _FLAGS:
+        return _flag
+    return _time if name == "created_at" else csv_export.plain_cell
 
 
 #: One converter per export column (the columns' types are fixed), so each cell costs one call.
-_CSV_CELLS: Final = tuple(
-    {"subject": _text, "flag_reason": _text, "decided_by": _text, "reason": _text, "rationale": _text}.get(
-        name,
-        _flag if name in ("pending_expired", "flagged", "human_decided") else _time if name == "created_at"
-        else _plain_text,
-    )
-    for name in EXPORT_COLUMNS
-)
+_CSV_CELLS: Final = tuple(_converter(name) for name in EXPORT_COLUMNS)
 
 
 def _rows(filters: Mapping[str, str], now: datetime) -> Iterator[tuple[Any, ...]]:
@@ -92,24 +82,7 @@ def history_csv(*, user: Any, filters: Mapping[str, str], now: datetime) -> Iter
     """
     _require_reader(user)
     rows = _rows(filters, now)  # builds (and so validates) the query now; runs it when the stream is read
-
-    def stream() -> Iterator[bytes]:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\r\n")
-        writer.writerow(EXPORT_COLUMNS)
-        pending = 0
-        cells = _CSV_CELLS
-        for row in rows:
-            writer.writerow([convert(v) for convert, v in zip(cells, row, strict=True)])
-            pending += 1
-            if pending >= CHUNK_ROWS:
-                yield buffer.getvalue().encode("utf-8")
-                buffer.seek(0)
-                buffer.truncate()
-                pending = 0
-        yield buffer.getvalue().encode("utf-8")
-
-    return stream()
+    return csv_export.stream(EXPORT_COLUMNS, rows, _CSV_CELLS, chunk_rows=CHUNK_ROWS)
 
 
 def history_jsonl(*, user: Any, filters: Mapping[str, str], now: datetime) -> Iterator[bytes]:
