@@ -19,6 +19,7 @@ from verification.actors.roles import (
 
 ADMIN_PERMISSIONS: Final = (ADMINISTER_KEYS, ADMINISTER_USERS, INSPECT_CHAINS, INSPECT_EVIDENCE, VIEW_SECURITY_LOG)
 
+
 def is_admin(user: Any) -> bool:
     """Holds any of the admin permissions (may open the admin home page)."""
     return any(has_permission(user, p) for p in ADMIN_PERMISSIONS)

@@ -34,7 +34,7 @@ def chain(request: HttpRequest, verification_id: Any) -> HttpResponse:
     if verification is None:
         raise Http404("no such verification")
     report = presenters.verification_chain(verification)
-    findings = verification.findings.filter(kind__in=["tamper", "revoked_key"]).order_by("-id")
+    findings = trust_selectors.audit_findings_of(verification)
     return _render(
         request, "adminportal/chain.html", {"verification": verification, "report": report, "findings": findings}
     )

@@ -73,7 +73,9 @@ def evidence_redact(request: HttpRequest, evidence_id: Any) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             security_log.evidence_redact_as_admin(
-                user=request.user, evidence=evidence, reason=form.cleaned_data["reason"],
+                user=request.user,
+                evidence=evidence,
+                reason=form.cleaned_data["reason"],
                 ip_address=client_address(request),
             )
         except KernelError as exc:

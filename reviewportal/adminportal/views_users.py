@@ -22,7 +22,6 @@ from reviewportal.adminportal.forms import (
 )
 from reviewportal.adminportal.views import GET_POST, _denied, _refusal, _render
 from verification.actors import selectors as actors_selectors
-from verification.actors.models import Actor
 from verification.actors.services import users
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
@@ -57,7 +56,10 @@ def user_create(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             user = users.user_create(
-                by=request.user, username=data["username"], password=data["password"], roles=data["roles"],
+                by=request.user,
+                username=data["username"],
+                password=data["password"],
+                roles=data["roles"],
                 email=data["email"] or "",
             )
         except KernelError as exc:
@@ -83,7 +85,7 @@ def _user_problems(form: UserCreateForm) -> bool:
 
 
 def _user_context(user: Any, **extra: Any) -> dict[str, Any]:
-    actor = Actor.objects.filter(user=user).first()
+    actor = actors_selectors.actor_of_user(user)
     return {
         "subject": user,
         "roles": users.roles_of(user),

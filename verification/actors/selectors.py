@@ -17,6 +17,11 @@ def actor_get(name: str) -> Actor | None:
     return Actor.objects.filter(name=name).first()
 
 
+def actor_of_user(user: Any) -> Actor | None:
+    """The actor a portal user acts as, or None."""
+    return Actor.objects.filter(user=user).first()
+
+
 def tokens_of(actor: Actor) -> QuerySet[ApiToken]:
     """An actor's tokens, newest first (the plaintext is never stored; ``prefix`` identifies each)."""
     return ApiToken.objects.filter(actor=actor).order_by("-created_at", "-id")

@@ -336,13 +336,20 @@ def security_log_rows(filters: Mapping[str, str]) -> Iterator[SecurityLogEntry]:
         last = page[-1].pk
 
 
+#: The finding kinds the audit raises.
+AUDIT_FINDING_KINDS: Final = ("tamper", "revoked_key")
+
+
 def audit_findings(limit: int = 50) -> list[Finding]:
     """The most recent tamper and revoked-key findings (what the audit raises)."""
     return list(
-        Finding.objects.filter(kind__in=["tamper", "revoked_key"])
-        .select_related("verification")
-        .order_by("-id")[:limit]
+        Finding.objects.filter(kind__in=AUDIT_FINDING_KINDS).select_related("verification").order_by("-id")[:limit]
     )
+
+
+def audit_findings_of(verification: Verification) -> QuerySet[Finding]:
+    """The tamper and revoked-key findings raised on one verification's chain, newest first."""
+    return Finding.objects.filter(verification=verification, kind__in=AUDIT_FINDING_KINDS).order_by("-id")
 
 
 def latest_audit_runs(limit: int = 10) -> list[AuditRun]:
