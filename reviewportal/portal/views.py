@@ -22,13 +22,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewportal.portal import loop
+from reviewportal.portal import loop, presenters
 from reviewportal.portal.access import can_decide, reader_required, reviewer_required
+from reviewportal.viewhelpers import refusal_words, verification_or_404
 from reviewportal.webwords import field_problems
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
-from verification.reviews import item_selectors
 from verification.reviews import selectors as review_selectors
 from verification.reviews.models import ReviewAction
 from verification.reviews.services import claims, decisions
@@ -47,18 +47,6 @@ AGE_FILTERS: Final = (
     ("1d", "older than 1 day"),
     ("7d", "older than 7 days"),
 )
-
-
-def _verification_or_404(verification_id: Any) -> Verification:
-    verification = verification_get(verification_id)
-    if verification is None:
-        raise Http404("no such verification")
-    return verification
-
-
-def _refusal(exc: KernelError) -> dict[str, str]:
-    """A refusal in plain words: the code, its registered sentence, and the specific detail (SPEC §11)."""
-    return {"code": exc.reason.value, "text": explain(exc.reason), "detail": exc.detail}
 
 
 def _status_of(exc: KernelError) -> int:
@@ -84,15 +72,15 @@ def queue(request: HttpRequest) -> HttpResponse:
     typed = dict(filters)
     limit = settings.REVIEWPORTAL_QUEUE_PAGE_SIZE
     try:
-        page = review_selectors.queue_page(now=now, filters=filters, cursor=cursor, limit=limit)
+        page = presenters.queue_page(now=now, filters=filters, cursor=cursor, limit=limit)
     except KernelError as exc:
-        error = _refusal(exc)
+        error = refusal_words(exc)
         # issue 14: every bad filter at once, in plain words, beside its field (the selector's own checks, per filter)
         problems = field_problems(
             lambda one: review_selectors.filter_queue(review_selectors.queue_items(now=now), one, now=now), filters
         )
         filters, cursor = dict.fromkeys(filters, ""), None
-        page = review_selectors.queue_page(now=now, filters={}, cursor=None, limit=limit)
+        page = presenters.queue_page(now=now, filters={}, cursor=None, limit=limit)
     query = {k: v for k, v in filters.items() if v}
     here = reverse("portal:queue")
     context = {
@@ -155,7 +143,7 @@ def _open_next(request: HttpRequest) -> HttpResponse:
     try:
         claimed = claims.review_claim_next_id(user=request.user, skip=loop.skipped(request))
     except KernelError as exc:
-        refusal = _refusal(exc)
+        refusal = refusal_words(exc)
         messages.error(request, f"{refusal['text']} {refusal['detail']}".strip())
         return redirect("portal:queue")
     if claimed is None:
@@ -188,13 +176,13 @@ def awaiting(request: HttpRequest) -> HttpResponse:
 
 def _review_context(request: HttpRequest, verification: Verification, **extra: Any) -> dict[str, Any]:
     now = timezone.now()
-    view = item_selectors.review_view(verification, now=now)
+    view = presenters.review_view(verification, now=now)
     lease = view.lease
     holds = lease is not None and lease.holder_id == request.user.pk
     bar = None
     if can_decide(request.user) and view.in_queue:
         barred = claims.review_bar(user=request.user, verification=verification)
-        bar = _refusal(barred) if barred is not None else None
+        bar = refusal_words(barred) if barred is not None else None
     context = {
         "view": view,
         "verification": verification,
@@ -224,23 +212,23 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
 @require_GET
 @reader_required
 def review(request: HttpRequest, verification_id: str) -> HttpResponse:
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     return render(request, "portal/review.html", _review_context(request, verification))
 
 
 @require_POST
 @reviewer_required
 def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     barred = claims.review_bar(user=request.user, verification=verification)
     if barred is not None:  # issue 14: never hold an item the reviewer may not decide
-        refusal = _refusal(barred)
+        refusal = refusal_words(barred)
         messages.error(request, f"Not claimed. {refusal['text']} {refusal['detail']}".strip())
         return redirect("portal:review", verification_id=verification.pk)
     try:
         claims.review_claim(user=request.user, verification=verification)
     except KernelError as exc:
-        refusal = _refusal(exc)
+        refusal = refusal_words(exc)
         messages.error(request, f"{refusal['code']}: {refusal['text']} {refusal['detail']}".strip())
     return redirect("portal:review", verification_id=verification.pk)
 
@@ -248,7 +236,7 @@ def claim(request: HttpRequest, verification_id: str) -> HttpResponse:
 @require_POST
 @reviewer_required
 def release(request: HttpRequest, verification_id: str) -> HttpResponse:
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     loop.drop_form(request, verification.pk)
     if claims.review_release(user=request.user, verification=verification):
         messages.info(request, "Released: the item is back in the queue for others.")
@@ -260,11 +248,11 @@ def release(request: HttpRequest, verification_id: str) -> HttpResponse:
 def skip(request: HttpRequest, verification_id: str) -> HttpResponse:
     """ "Skip" (issue 14): release the item if held, record the skip and its optional reason on the security log, keep
     it out of this reviewer's next claims for the session, and open the next item."""
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     try:
         claims.review_skip(user=request.user, verification=verification, reason=request.POST.get("reason", ""))
     except KernelError as exc:
-        messages.error(request, f"Not skipped: {_refusal(exc)['detail']}")
+        messages.error(request, f"Not skipped: {refusal_words(exc)['detail']}")
         return redirect("portal:review", verification_id=verification.pk)
     loop.drop_form(request, verification.pk)
     loop.skip(request, verification.pk)
@@ -282,13 +270,13 @@ def renew(request: HttpRequest, verification_id: str) -> JsonResponse:
     Only after the reviewer did something: the page sends ``active=1`` when a key, a click, a scroll or a pointer move
     happened since its last renewal, and sends nothing from a hidden tab. A renewal without it is refused
     (``review-lease-idle``, 409) and the lease left to run out, so an abandoned item returns to the queue."""
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     try:
         if request.POST.get("active") != "1":
             raise ServiceError(Reason.REVIEW_LEASE_IDLE, "no activity on the page since the last renewal", status=409)
         lease = claims.review_renew(user=request.user, verification=verification)
     except KernelError as exc:
-        refusal = _refusal(exc)
+        refusal = refusal_words(exc)
         return JsonResponse(
             {"code": refusal["code"], "message": f"{refusal['text']} {refusal['detail']}".strip()},
             status=_status_of(exc),
@@ -303,7 +291,7 @@ def renew(request: HttpRequest, verification_id: str) -> JsonResponse:
 @reviewer_required
 def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
     """PASS, FAIL or "needs more evidence", with a rationale (and, for a PASS, the evidence relied on)."""
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     form = {
         "verdict": request.POST.get("verdict", ""),
         "rationale": request.POST.get("rationale", ""),
@@ -326,7 +314,7 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
         # shows it with the refusal, so reload and back never resubmit or meet a 405. The same request key may try
         # again (it was not used), unless the key itself was the problem.
         key = request_key if exc.reason is not Reason.INVALID_REQUEST else decisions.new_request_key()
-        loop.keep_form(request, verification.pk, {"form": form, "refusal": _refusal(exc), "request_key": key})
+        loop.keep_form(request, verification.pk, {"form": form, "refusal": refusal_words(exc), "request_key": key})
         return redirect(reverse("portal:review", kwargs={"verification_id": verification.pk}) + "#refusal")
     loop.drop_form(request, verification.pk)
     title = verification.task.title if verification.task else str(verification.pk)

@@ -106,7 +106,7 @@ def test_the_insert_only_forgery_is_trusted_nowhere(chain: Any, checkpoint_log: 
     assert view["kernel_verdict"] is None
 
     # the review page: no verdict either, flagged with the code
-    from verification.reviews.item_selectors import review_view
+    from reviewportal.portal.presenters import review_view
 
     page = review_view(verification, now=timezone.now())
     assert (page.verdict, page.determination, page.flagged) == ("", None, True)
@@ -307,7 +307,7 @@ def test_cached_columns_are_checked_against_the_head_receipt(chain: Any, checkpo
 
 
 def test_the_subject_timeline_shows_no_verdict_from_the_forged_receipt(chain: Any, checkpoint_log: Path) -> None:
-    from verification.records.selectors import subject_timeline
+    from verification.records.selectors_timeline import subject_timeline
     from verification.runs.models import Task, Verification
 
     verification, receipts = chain

@@ -15,8 +15,9 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from reviewportal.portal.presenters import queue_page
 from tests.history.conftest import Bulk
-from verification.reviews.selectors import Cursor, RowAfter, queue_items, queue_page, queue_rank
+from verification.reviews.selectors import Cursor, RowAfter, queue_items, queue_rank
 
 pytestmark = pytest.mark.django_db
 

@@ -14,10 +14,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from reviewportal.portal.presenters import queue_page
 from tests.portal.conftest import Queue
 from tests.verification.service_world import LOG, imported_entry, inline
 from verification.records import selectors_history as hs
-from verification.reviews.selectors import RANK_NAMES, queue_counts, queue_items, queue_page, review_queue
+from verification.reviews.selectors import RANK_NAMES, queue_counts, queue_items, review_queue
 from verification.reviews.services.claims import review_claim
 from verification.reviews.services.decisions import new_request_key, review_decide, review_request_evidence
 from verification.runs.models import Task, Verification

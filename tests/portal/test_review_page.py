@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from reviewportal.presenters import segments
 from tests.portal.conftest import Queue
-from verification.reviews.item_selectors import segments
 from verification.trust.models import Receipt
 from verification.trust.selectors import active_signing_key
 from verification.trust.services.keys import key_unpin

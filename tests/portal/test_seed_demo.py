@@ -13,10 +13,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from reviewportal.management.commands import seed_demo
+from reviewportal.portal.presenters import queue_page
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
-from verification.reviews.selectors import queue_page
 from verification.reviews.services.claims import review_claim, review_claim_next
 from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.runs.models import Task, Verification

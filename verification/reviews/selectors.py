@@ -44,7 +44,7 @@ from verification.errors import ServiceError
 from verification.kernel.canonical import loads_strict
 from verification.kernel.determination import Outcome
 from verification.kernel.evaluation import read_outcome
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Authority, Verdict
 from verification.records.models import QueueBacklogMember, QueueReasonCount
 from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
@@ -331,47 +331,28 @@ class RowAfter(Expression):
 
 
 @dataclass(frozen=True)
-class QueueRow:
-    """One queue row as shown: who, why (the code as read and its words), which authority, how old, who holds it."""
+class QueueItem:
+    """One queue item as read at ``now``: the verification (with its task and lease loaded), its queue rank and reason
+    as read, its head's automated outcome as read (None without a head, or for a head that does not read back), the
+    verdict as read (``read_state``), the authority that decided it (``shown_authority``) and the lease held on it
+    now (None when nobody holds it)."""
 
     verification: Verification
     rank: int
     reason: str
-    reason_text: str
-    verdict: str  # as read
-    authority: str  # of the criterion that decides the head's verdict, as read
-    semantic: bool
-    age: timedelta
-    holder: Any  # the user holding it, or None
-    lease_expires_at: datetime | None
-
-    @property
-    def rank_name(self) -> str:
-        return RANK_NAMES[self.rank]
-
-    @property
-    def age_text(self) -> str:
-        seconds = int(self.age.total_seconds())
-        if seconds < 3600:
-            return f"{seconds // 60} min"
-        if seconds < 86400:
-            return f"{seconds // 3600} h"
-        return f"{seconds // 86400} d"
+    outcome: Outcome | None
+    verdict: str
+    authority: str
+    lease: ReviewLease | None
 
 
 @dataclass(frozen=True)
-class QueuePage:
-    rows: list[QueueRow]
+class QueueSlice:
+    """One page of the queue (``queue_slice``): its items, the cursor of the next page, the counts per reason."""
+
+    items: list[QueueItem]
     next_cursor: str | None
     counts: list[tuple[str, int]]
-    total: int
-
-
-def _explain(code: str) -> str:
-    try:
-        return explain(Reason(code))
-    except ValueError:
-        return ""
 
 
 def _head_hash() -> Subquery:
@@ -391,16 +372,24 @@ def _heads(page: Sequence[Verification]) -> dict[uuid.UUID, tuple[Mapping[str, A
     return out
 
 
-def _as_read(payload: Mapping[str, Any] | None, now: datetime) -> Outcome | None:
+def outcome_as_read(payload: Mapping[str, Any] | None, now: datetime) -> Outcome | None:
+    """A signed run payload's outcome as read at ``now`` (SPEC §2); None when there is none or it does not read back
+    (the page shows such a head by its columns, and the review page says why)."""
     if not payload or "criteria" not in payload:
         return None
     try:
         return read_outcome(payload, now=now)
-    except Exception:  # a head that does not read back is shown by its columns; the review page says why
+    except Exception:
         return None
 
 
-def queue_page(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueuePage:
+def _held(lease: ReviewLease | None, now: datetime) -> ReviewLease | None:
+    if lease is None or lease.released_at is not None or lease.expires_at <= now:
+        return None
+    return lease
+
+
+def queue_slice(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueueSlice:
     """One page of the queue (keyset pagination on rank, submitted_at, id) with the counts per reason.
 
     Four queries whatever the queue's length: the page, its heads, the counts, and nothing per row.
@@ -415,45 +404,31 @@ def queue_page(*, now: datetime, filters: Mapping[str, str], cursor: str | None,
     page = page[:limit]
     heads = _heads(page)
     reads = read_columns(page, now=now)
-    rows = []
+    items = []
     for v in page:
         payload, head_authority = heads.get(v.pk, ({}, ""))
-        outcome = _as_read(payload, now)
-        semantic = outcome is not None and any(c.semantic for c in outcome.criteria)
         # issue 14: the verdict as read (read_state, as the history reads it) and the head's authority, as History
         # shows them: one derivation, the same words on both pages.
-        read = reads[v.pk]
-        lease = getattr(v, "review_lease", None)
-        held = lease is not None and lease.released_at is None and lease.expires_at > now
-        rank = int(v.queue_rank)  # type: ignore[attr-defined]
-        reason = str(v.queue_reason)  # type: ignore[attr-defined]
-        rows.append(
-            QueueRow(
+        items.append(
+            QueueItem(
                 verification=v,
-                rank=rank,
-                reason=reason,
-                reason_text=_explain(reason),
-                verdict=read.verdict or "",
+                rank=int(v.queue_rank),  # type: ignore[attr-defined]
+                reason=str(v.queue_reason),  # type: ignore[attr-defined]
+                outcome=outcome_as_read(payload, now),
+                verdict=reads[v.pk].verdict or "",
                 authority=shown_authority(human_decided=v.human_decided, head_authority=head_authority),
-                semantic=semantic,
-                age=max(now - v.submitted_at, timedelta(0)),
-                holder=lease.holder if held and lease is not None else None,
-                lease_expires_at=lease.expires_at if held and lease is not None else None,
+                lease=_held(getattr(v, "review_lease", None), now),
             )
         )
     next_cursor = None
     if more and page:
         last = page[-1]
         next_cursor = Cursor(int(last.queue_rank), last.submitted_at, last.pk).encode()  # type: ignore[attr-defined]
-    counts = queue_counts(now=now)
-    return QueuePage(rows=rows, next_cursor=next_cursor, counts=counts, total=sum(n for _, n in counts))
+    return QueueSlice(items=items, next_cursor=next_cursor, counts=queue_counts(now=now))
 
 
 def active_lease(verification: Verification, *, now: datetime) -> ReviewLease | None:
-    lease = ReviewLease.objects.select_related("holder").filter(verification=verification).first()
-    if lease is None or lease.released_at is not None or lease.expires_at <= now:
-        return None
-    return lease
+    return _held(ReviewLease.objects.select_related("holder").filter(verification=verification).first(), now)
 
 
 def awaiting_evidence_items(*, limit: int = 200) -> list[dict[str, Any]]:
