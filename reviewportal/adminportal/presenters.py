@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reviewportal.presenters import Segment, explain_code, segments
 from verification.actors import selectors as actors_selectors
 from verification.actors.roles import ROLES
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.models import Evidence
 from verification.evidence.selectors import CitingVerification, RecordedCitation
 from verification.kernel.keys import PublicKey
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason
 from verification.kernel.verifier import STEP_NAMES, StepStatus
-from verification.reviews.item_selectors import Segment, segments
 from verification.runs.models import Verification
 from verification.trust import selectors as trust_selectors
 from verification.trust.models import PinEntry, SigningKey
@@ -28,16 +28,6 @@ from verification.trust.selectors import ChainCheck
 
 def _code(reason: Reason | None) -> str | None:
     return reason.value if reason is not None else None
-
-
-def _explain(code: Reason | str | None) -> str:
-    """The registry's sentence for a code (SPEC §11); empty for none or for a code the registry does not know."""
-    if code is None:
-        return ""
-    try:
-        return explain(code)
-    except ValueError:
-        return ""
 
 
 def grouped(fingerprint: str) -> str:
@@ -210,7 +200,7 @@ def chain_report(check: ChainCheck) -> ChainReport:
                     StepCell(
                         status=StepStatus.PASSED.value if result.ok else StepStatus.FAILED.value,
                         reason=_code(result.reason),
-                        reason_text=_explain(result.reason),
+                        reason_text=explain_code(result.reason),
                         detail=result.detail,
                     )
                 )
@@ -228,7 +218,7 @@ def chain_report(check: ChainCheck) -> ChainReport:
                 key_id=view.key_id or "",
                 status=view.status.value,
                 reason=_code(view.reason),
-                reason_text=_explain(view.reason),
+                reason_text=explain_code(view.reason),
                 kind=str(payload.get("kind", "")),
                 verdict=str(payload.get("verdict", "")),
                 created_at=str(body.get("created_at", "")),
@@ -241,7 +231,7 @@ def chain_report(check: ChainCheck) -> ChainReport:
             name=step.name,
             status=step.status.value,
             reason=_code(step.reason),
-            reason_text=_explain(step.reason),
+            reason_text=explain_code(step.reason),
             seq=step.seq,
             detail=step.detail,
             failed_entries=sum(1 for r in step.entries if not r.ok),
@@ -251,7 +241,7 @@ def chain_report(check: ChainCheck) -> ChainReport:
     return ChainReport(
         ok=report.ok,
         reason=_code(report.reason),
-        reason_text=_explain(report.reason),
+        reason_text=explain_code(report.reason),
         failed_step=report.failed_step,
         failed_step_name=STEP_NAMES[report.failed_step] if report.failed_step is not None else "",
         failed_seq=report.failed_seq,
@@ -340,7 +330,7 @@ def _citation_row(recorded: RecordedCitation) -> CitationRow:
         quote_hash=citation.quote_hash,
         resolves=failure is None,
         reason=_code(failure),
-        reason_text=_explain(failure),
+        reason_text=explain_code(failure),
         source=source,
         verification_id=recorded.verification_id,
     )
@@ -369,7 +359,7 @@ def evidence_detail(evidence: Evidence) -> EvidenceDetail:
         accessibility=read.accessibility.value,
         integrity=integrity.status.value,
         integrity_reason=_code(integrity.reason),
-        integrity_text=_explain(integrity.reason),
+        integrity_text=explain_code(integrity.reason),
         text=read.text,
         segments=segments(read.text, spans) if read.text is not None else [],
         citations=citations,
@@ -389,7 +379,7 @@ def _citing_verdict(citing: CitingVerification, recheck_now: str, recheck_reason
         signed_integrity=_signed_integrity_word(citing.signed_integrity),
         recheck_now=recheck_now,
         recheck_reason=_code(recheck_reason),
-        recheck_text=_explain(recheck_reason),
+        recheck_text=explain_code(recheck_reason),
     )
 
 
