@@ -22,7 +22,8 @@ from tests.portal.conftest import make_user  # noqa: F401 - the fixture
 from tests.verification.service_world import CONFIG_AFTER, World, inline, unchanged_entry
 from verification.actors.services.actors import actor_create, actor_for_user, token_issue
 from verification.kernel.reasons import Reason, explain
-from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.runs.models import TaskCycle, Verification
 
 pytestmark = pytest.mark.django_db
@@ -208,7 +209,7 @@ def _stage(new_user: Callable[..., Any], *, rubric: dict[str, Any] | None, submi
     claimed = api.post(f"/v1/tasks/{task}/claims", {}, **bearer(raw["worker"]))
     assert claimed.status_code == 201, claimed.content
     if submit is not None:
-        from verification.runs.services.verifications import verification_run
+        from verification.runs.services.run import verification_run
 
         submitted = api.post("/v1/verifications", {"task": task, **submit}, **bearer(raw["worker"]))
         assert submitted.status_code in (200, 202), submitted.content

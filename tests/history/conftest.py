@@ -34,11 +34,13 @@ from tests.portal.conftest import (  # noqa: F401 - fixtures shared with the por
 from tests.verification.conftest import signing_key, var_dir  # noqa: F401 - fixtures shared with the receipts tests
 from tests.verification.service_world import NOTES, inline
 from verification.reviews.models import Finding
-from verification.reviews.services.reviews import new_request_key, review_claim, review_decide
+from verification.reviews.services.claims import review_claim
+from verification.reviews.services.decisions import new_request_key, review_decide
 from verification.runs.models import Task, Verification
-from verification.runs.services import verifications
+from verification.runs.services import submit
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_add_evidence
 from verification.runs.services.tasks import task_create
-from verification.runs.services.verifications import verification_add_evidence, verification_run
 
 
 def client_for(user: Any) -> Client:
@@ -77,7 +79,7 @@ def story(queue: Queue, reviewer: Any) -> Story:  # noqa: F811 - the fixtures im
     # Runs happen when this fixture says (``verification_run``), not when a submission commits: under a transactional
     # test (the browser's) the on-commit enqueue would run the first verification before its bytes vanish.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(verifications, "_enqueue", lambda verification_id: None)
+        patch.setattr(submit, "_enqueue", lambda verification_id: None)
         failed = queue.bytes_gone_digest("Release notes v1.2")
         decide(reviewer, failed, "FAIL", rationale="The notes file is gone from the store; resubmit it.")
         world = queue.world

@@ -23,17 +23,13 @@ from verification.kernel.reasons import Reason
 from verification.kernel.verifier import verify_strict
 from verification.reviews.models import Finding, ReviewDecision, ReviewLease
 from verification.reviews.selectors import in_queue, queue_items
-from verification.reviews.services.reviews import (
-    new_request_key,
-    review_claim,
-    review_claim_next,
-    review_decide,
-    review_request_evidence,
-)
+from verification.reviews.services.claims import review_claim, review_claim_next
+from verification.reviews.services.decisions import new_request_key, review_decide, review_request_evidence
 from verification.runs.models import Event, Verification
 from verification.runs.selectors import verification_view
+from verification.runs.services.run import verification_run
+from verification.runs.services.submit import verification_add_evidence
 from verification.runs.services.tasks import task_reopen
-from verification.runs.services.verifications import verification_add_evidence, verification_run
 from verification.trust.models import Receipt
 from verification.trust.selectors import head_of, proof_for, receipt_payload, trusted_keys
 
