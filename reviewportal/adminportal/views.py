@@ -17,15 +17,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from reviewportal.adminportal import access, presenters
 from verification.kernel.errors import KernelError
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason
 from verification.trust import selectors as trust_selectors
 
 GET_POST: Final = require_http_methods(["GET", "POST"])
-
-
-def _refusal(exc: KernelError) -> dict[str, str]:
-    """A refusal in plain words: the code, its registered sentence, and the specific detail (SPEC §11)."""
-    return {"code": exc.reason.value, "text": explain(exc.reason), "detail": exc.detail}
 
 
 def _render(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:

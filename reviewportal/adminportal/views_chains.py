@@ -17,7 +17,8 @@ from reviewportal.adminportal import access, presenters
 from reviewportal.adminportal.forms import (
     VerifyProofForm,
 )
-from reviewportal.adminportal.views import GET_POST, _refusal, _render
+from reviewportal.adminportal.views import GET_POST, _render
+from reviewportal.viewhelpers import refusal_words as _refusal
 from verification.kernel.canonical import loads_strict
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason

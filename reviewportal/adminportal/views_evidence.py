@@ -15,7 +15,8 @@ from reviewportal.adminportal import access, presenters
 from reviewportal.adminportal.forms import (
     RedactForm,
 )
-from reviewportal.adminportal.views import GET_POST, _denied, _htmx, _page_size, _refusal, _render
+from reviewportal.adminportal.views import GET_POST, _denied, _htmx, _page_size, _render
+from reviewportal.viewhelpers import refusal_words as _refusal
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.selectors import evidence_get
 from verification.kernel.errors import KernelError

@@ -18,7 +18,8 @@ from reviewportal.adminportal.forms import (
     RotateForm,
     UnpinForm,
 )
-from reviewportal.adminportal.views import GET_POST, _denied, _refusal, _render
+from reviewportal.adminportal.views import GET_POST, _denied, _render
+from reviewportal.viewhelpers import refusal_words as _refusal
 from verification.kernel.errors import KernelError
 from verification.trust import selectors as trust_selectors
 from verification.trust.services import keys, security_log

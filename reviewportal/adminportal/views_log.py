@@ -14,7 +14,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from reviewportal.adminportal import access
-from reviewportal.adminportal.views import _htmx, _page_size, _refusal, _render
+from reviewportal.adminportal.views import _htmx, _page_size, _render
+from reviewportal.viewhelpers import refusal_words as _refusal
 from verification import csv_export
 from verification.kernel.errors import KernelError
 from verification.trust import selectors as trust_selectors

@@ -20,7 +20,8 @@ from reviewportal.adminportal.forms import (
     TokenCreateForm,
     UserCreateForm,
 )
-from reviewportal.adminportal.views import GET_POST, _denied, _refusal, _render
+from reviewportal.adminportal.views import GET_POST, _denied, _render
+from reviewportal.viewhelpers import refusal_words as _refusal
 from verification.actors import selectors as actors_selectors
 from verification.actors.services import users
 from verification.kernel.errors import KernelError

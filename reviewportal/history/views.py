@@ -33,11 +33,12 @@ from reviewportal.history.access import (
 )
 from reviewportal.history.forms import FindingStepForm, HistoryFilterForm
 from reviewportal.history.presenters import HistoryPage, detail_words, finding_view, history_rows, subject_words
+from reviewportal.viewhelpers import refusal_words, verification_or_404
 from reviewportal.webwords import field_problems
 from verification.actors.services.actors import actor_for_user
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason
 from verification.records import exports
 from verification.records.selectors_dashboards import (
     PERIODS,
@@ -67,20 +68,14 @@ from verification.records.selectors_history import (
 )
 from verification.records.selectors_timeline import subject_timeline
 from verification.reviews.services.findings import finding_acknowledge, finding_close
-from verification.runs.models import Verification
 from verification.runs.read_state import reasons_in_use
-from verification.runs.selectors import task_get, verification_get
+from verification.runs.selectors import task_get
 from verification.trust.models import Receipt
 
 PAGE_SIZE: Final = 50
 #: The admin area's chain view (issue 7), if it is routed: ``reverse(CHAIN_VIEW, kwargs={"verification_id": …})``.
 #: ``history:chain`` is the one place that knows it; until it exists, receipts link to the proof document.
 CHAIN_VIEW: Final = "adminportal:chain"
-
-
-def _refusal(exc: KernelError) -> dict[str, str]:
-    """A refusal in plain words: the code, its registered sentence, and the specific detail (SPEC §11)."""
-    return {"code": exc.reason.value, "text": explain(exc.reason), "detail": exc.detail}
 
 
 def _fragment(request: HttpRequest) -> bool:
@@ -104,13 +99,6 @@ def _clean_redirect(request: HttpRequest, allowed: frozenset[str]) -> HttpRespon
     return redirect(f"{request.path}?{urlencode(kept)}" if kept else request.path)
 
 
-def _verification_or_404(verification_id: Any) -> Verification:
-    verification = verification_get(verification_id)
-    if verification is None:
-        raise Http404("no such verification")
-    return verification
-
-
 # --- the history -----------------------------------------------------------------------------------------------------
 
 
@@ -129,7 +117,7 @@ def history(request: HttpRequest) -> HttpResponse:
     try:
         page = history_rows(filters=filters, cursor=cursor, limit=PAGE_SIZE, now=now)
     except KernelError as exc:
-        error = _refusal(exc)  # shown instead of rows: a bad filter must not look like a result
+        error = refusal_words(exc)  # shown instead of rows: a bad filter must not look like a result
         page = HistoryPage(rows=[], next_cursor=None)
         # issue 14: every bad filter at once, in plain words, beside its field (the selector's own checks)
         problems = field_problems(lambda one: history_queryset(filters=one, now=now), filters)
@@ -168,7 +156,7 @@ def _stream(request: HttpRequest, kind: str) -> HttpResponse:
         status = exc.http_status if isinstance(exc, ServiceError) else (
             403 if exc.reason is Reason.PERMISSION_DENIED else 400
         )
-        refusal = _refusal(exc)
+        refusal = refusal_words(exc)
         return HttpResponse(f"{refusal['code']}: {refusal['text']} {refusal['detail']}\n".encode(), status=status,
                             content_type="text/plain; charset=utf-8")
     response = StreamingHttpResponse(chunks, content_type=content_type)
@@ -195,7 +183,7 @@ def export_jsonl(request: HttpRequest) -> HttpResponse:
 @history_required
 def bundle(request: HttpRequest, verification_id: Any) -> HttpResponse:
     """A verification's proof bundle ``{"proof", "jwks"}`` (verify it with your pinned fingerprint and your head)."""
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     document = exports.proof_bundle(user=request.user, verification=verification)
     if document is None:
         raise Http404("this verification has no receipt yet")
@@ -212,7 +200,7 @@ def bundle(request: HttpRequest, verification_id: Any) -> HttpResponse:
 def chain(request: HttpRequest, verification_id: Any, content_hash: str) -> HttpResponse:
     """The named hook every receipt links to (``history:chain``): the admin area's chain view when it is routed and
     the user may inspect chains; else, for them, the proof document; for everyone else the proof bundle."""
-    verification = _verification_or_404(verification_id)
+    verification = verification_or_404(verification_id)
     receipt = Receipt.objects.filter(verification=verification, content_hash=content_hash).first()
     if receipt is None:
         raise Http404("no such receipt in this verification")
@@ -256,7 +244,7 @@ def findings(request: HttpRequest) -> HttpResponse:
     try:
         page = findings_page(filters=filters, cursor=cursor, limit=PAGE_SIZE)
     except KernelError as exc:
-        error = _refusal(exc)
+        error = refusal_words(exc)
         page = FindingsPage(rows=[], next_cursor=None, counts=[])
     states = {f.pk: s for f in page.rows if (s := getattr(f, "state", None))}
     context = {
@@ -328,12 +316,12 @@ def _step(request: HttpRequest, finding_id: int, *, close: bool) -> HttpResponse
         service(actor=actor_for_user(request.user), user=request.user, finding=found, rationale=rationale)
     except KernelError as exc:
         if exc.reason is Reason.PERMISSION_DENIED:
-            context = _finding_context(request, found, form=form, refusal=_refusal(exc))
+            context = _finding_context(request, found, form=form, refusal=refusal_words(exc))
             return render(request, "history/finding.html", context, status=403)
         # Post/Redirect/Get (issue 14): the finding's page shows the rationale as typed and the refusal, so a reload
         # or the back button never resubmits or meets a 405.
         back = reverse("history:finding", kwargs={"finding_id": found.pk}) + "#refusal"
-        return prg.refuse(request, _kept_step(found.pk), back, fields=request.POST, refusal=_refusal(exc))
+        return prg.refuse(request, _kept_step(found.pk), back, fields=request.POST, refusal=refusal_words(exc))
     prg.drop(request, _kept_step(found.pk))
     messages.success(request, "Closed: the rationale is on the finding's record." if close
                      else "Acknowledged: the rationale is on the finding's record.")
@@ -470,7 +458,7 @@ def _period(request: HttpRequest, now: Any) -> tuple[Period, dict[str, str] | No
     try:
         return period_of(request.GET.get("period", "").strip() or None, now=now), None
     except KernelError as exc:
-        return period_of(None, now=now), _refusal(exc)
+        return period_of(None, now=now), refusal_words(exc)
 
 
 @require_GET
