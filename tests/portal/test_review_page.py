@@ -62,6 +62,26 @@ def test_a_citation_whose_quote_hash_is_wrong_does_not_resolve(queue: Queue, rev
     assert "ungrounded" in page
 
 
+
+def test_a_citation_into_redacted_evidence_answers_the_redaction_as_on_the_admin_page(
+    queue: Queue, reviewer: Any
+) -> None:
+    """One citation resolution for display (``evidence.selectors.resolve_recorded_citation``): once the cited item is
+    redacted its citation cannot be checked and says so with the integrity code, on the review page as on the admin
+    evidence page, never ``citation-artifact-not-admitted`` (the item was admitted)."""
+    from verification.evidence.models import Evidence
+    from verification.evidence.services import evidence_redact
+
+    verification = queue.cited_conflict()
+    evidence = Evidence.objects.get(pk=Queue.evidence_ids(verification)[0])
+    evidence_redact(evidence=evidence, reason="leaked a secret")
+    page = _page(reviewer, verification)
+    assert "<mark>" not in page
+    # under the item and under the semantic judgment that cites it
+    assert 'data-quote-hash="does-not-resolve">does not resolve</span>: <code>evidence-redacted</code>' in page
+    assert '<span class="bad">does not resolve</span>: <code>evidence-redacted</code>' in page
+    assert "citation-artifact-not-admitted" not in page
+
 def test_every_check_with_authority_verdict_reason_and_pending_deadline(queue: Queue, reviewer: Any) -> None:
     expired = queue.expired_pending()
     text = _text(_page(reviewer, expired))
