@@ -26,8 +26,15 @@ RESULT_RECEIVED: Final = "result.received"  # a semantic or imported result arri
 FINDING_RAISED: Final = "finding.raised"
 
 KINDS: Final = frozenset(
-    {VERIFICATION_FINISHED, VERIFICATION_PENDING, VERIFICATION_FAILED, VERIFICATION_DECIDED, RESULT_RECEIVED,
-     FINDING_RAISED, EVIDENCE_REQUESTED}
+    {
+        VERIFICATION_FINISHED,
+        VERIFICATION_PENDING,
+        VERIFICATION_FAILED,
+        VERIFICATION_DECIDED,
+        RESULT_RECEIVED,
+        FINDING_RAISED,
+        EVIDENCE_REQUESTED,
+    }
 )
 
 
@@ -46,8 +53,29 @@ def event_append(
         raise RuntimeError("event_append runs inside the caller's transaction")
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
-    _lock_feed()
-    return Event.objects.create(kind=kind, verification=verification, payload=dict(payload or {}))
+    if connection.vendor != "postgresql":
+        return Event.objects.create(kind=kind, verification=verification, payload=dict(payload or {}))
+    return _insert_locked(Event(kind=kind, verification=verification, payload=dict(payload or {})))
+
+
+def _insert_locked(event: Event) -> Event:
+    """On PostgreSQL, the feed's lock and the insert in ONE statement: the lock is taken by the materialized CTE
+    before the row, and so its id, is made (``nextval`` runs when the row is built from the CTE's one row), and held
+    to commit like ``_lock_feed``'s. The values are prepared by their model fields, as ``Model.save`` would."""
+    fields = [f for f in Event._meta.concrete_fields if f.name != "id"]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    sql = (
+        "WITH feed AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)) "  # noqa: S608 - names from the model
+        f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {placeholders} FROM feed RETURNING id"
+    )
+    values = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_EVENT_FEED_LOCK, *values])
+        (event.id,) = cursor.fetchone()
+    event._state.adding, event._state.db = False, connection.alias
+    return event
 
 
 @transaction.atomic

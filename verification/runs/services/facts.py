@@ -8,8 +8,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from verification.actors.models import Actor
-from verification.actors.services.actors import boundaries_for, kernel_actor, portal_service_actor
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import Exists, OuterRef, Subquery
+
+from verification.actors.models import Actor, ActorKind, ApiToken
+from verification.actors.services.actors import (
+    PORTAL_ACTOR_NAME,
+    PORTAL_BOUNDARY,
+    boundaries_for,
+    kernel_actor,
+    portal_service_actor,
+)
 from verification.evidence import storage
 from verification.evidence.models import Baseline, ChangeManifest, Evidence, FrozenCase, VerificationEvidence
 from verification.evidence.services import tier_for
@@ -60,7 +69,7 @@ def claims_of(verification: Verification, facts: Facts | None = None) -> list[An
     listed = (verification.body or {}).get("claims", [])
     claims = list(listed) if isinstance(listed, list) else []
     imported = [c.id for c in facts.criteria if c.kind is CriterionKind.IMPORTED] if facts is not None else []
-    if imported:
+    if imported and (facts is None or facts.has_arrived):
         bodies = (
             ArrivedResult.objects.filter(verification=verification, criterion_id__in=imported)
             .order_by("received_at", "id")
@@ -89,6 +98,40 @@ class Facts:
     digests: frozenset[str]
     citations: list[Citation] = field(default_factory=list)
     portal: Actor | None = None  # the portal's service actor, read once per run
+    has_arrived: bool = True  # False: the run's gates found no arrived result (none is read again)
+
+
+#: What the run's post-lock statement (``services.run``) also answers, so that a read with nothing to find is not
+#: sent: whether the cycle has baselines, the task change-manifest reports, the verification arrived results, and
+#: the portal's service actor (its pk and kind, and whether it holds tokens: it never should).
+GATES: Final = ("has_baselines", "has_manifests", "has_arrived", "portal_pk", "portal_kind", "portal_tokens")
+
+
+def gate_annotations() -> dict[str, Any]:
+    """The ``GATES`` as annotations of a ``Verification`` query (one subquery each, no rows loaded)."""
+    portal = Actor.objects.filter(name=PORTAL_ACTOR_NAME).order_by()
+    return {
+        "has_baselines": Exists(Baseline.objects.filter(task=OuterRef("task"), cycle=OuterRef("cycle"))),
+        "has_manifests": Exists(ChangeManifest.objects.filter(task=OuterRef("task"))),
+        "has_arrived": Exists(ArrivedResult.objects.filter(verification=OuterRef("pk"))),
+        "portal_pk": Subquery(portal.values("pk")[:1]),
+        "portal_kind": Subquery(portal.values("kind")[:1]),
+        "portal_tokens": Exists(ApiToken.objects.filter(actor__name=PORTAL_ACTOR_NAME)),
+    }
+
+
+def _portal(gates: Mapping[str, Any] | None) -> tuple[Actor, kactors.Actor]:
+    """The portal's service actor and its kernel record, from the gates when they found it (no query): the portal
+    authenticates as itself, never with a token, so its only boundary is ``PORTAL_BOUNDARY``; read as before when
+    it holds tokens anyway or does not exist yet (``portal_service_actor`` creates it)."""
+    if gates is None or gates["portal_pk"] is None or gates["portal_tokens"]:
+        portal = portal_service_actor()
+        return portal, kernel_actor(portal)
+    if gates["portal_kind"] != ActorKind.SERVICE:
+        portal_service_actor()  # raises: the actor named portal is not a service
+    portal = Actor(pk=gates["portal_pk"], name=PORTAL_ACTOR_NAME, kind=gates["portal_kind"])
+    portal._state.adding, portal._state.db = False, DEFAULT_DB_ALIAS
+    return portal, kernel_actor(portal, frozenset({PORTAL_BOUNDARY}))
 
 
 def _baselines(
@@ -179,13 +222,15 @@ def _imported_check(criterion_id: str, body: Mapping[str, Any], by_symbol: Mappi
     return Check(criterion_id, Authority.IMPORTED, verdict, Reason.IMPORTED_RESULT, evidence_ids=cited, detail=detail)
 
 
-def load_facts(verification: Verification, *, now: datetime) -> Facts:
+def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str, Any] | None = None) -> Facts:
+    """The facts of ``verification``'s run. ``gates``: the ``GATES`` its caller read after locking the verification
+    (``gate_annotations``); a read they found empty is skipped. Without them every read is sent."""
     task = verification.task
     cycle = verification.cycle
     if task is None or cycle is None:
         raise InvariantError(Reason.MALFORMED_RECORD, f"verification {verification.pk} has no subject to run")
     subject = subject_key(task_id=str(task.pk), cycle=cycle)
-    portal = portal_service_actor()
+    portal, portal_record = _portal(gates)
     # SPEC §1: who worked on this cycle (claimants and submitters), their boundaries, the link committers and the
     # contract's acceptor come from the one selector; no rule here keeps its own idea of who did the work.
     found = cycle_workers(task, cycle)
@@ -204,7 +249,11 @@ def load_facts(verification: Verification, *, now: datetime) -> Facts:
     criteria = registered.criteria if registered is not None else (NO_CONTRACT_CRITERION,)
     secret = baseline_secret()
     started = first_claim_at(cycle=cycle, claims=claims) or verification.submitted_at
-    baselines = _baselines(task, cycle, subject=subject, secret=secret, producer=producer, started=started)
+    baselines = (
+        _baselines(task, cycle, subject=subject, secret=secret, producer=producer, started=started)
+        if gates is None or gates["has_baselines"]
+        else {}
+    )
     worker_names = found.names
 
     bound: dict[str, BoundEvidence] = {}
@@ -219,7 +268,7 @@ def load_facts(verification: Verification, *, now: datetime) -> Facts:
         .select_related("evidence", "evidence__admitted_by")
         .order_by("symbol")
     )
-    reporters = _manifest_reports(bindings, task)
+    reporters = _manifest_reports(bindings, task) if gates is None or gates["has_manifests"] else {}
     for binding in bindings:
         evidence = binding.evidence
         evidence_id = str(evidence.pk)
@@ -273,8 +322,9 @@ def load_facts(verification: Verification, *, now: datetime) -> Facts:
     arrived: dict[str, KernelArrived] = {}
     arrived_payload: list[dict[str, Any]] = []
     kinds = {c.id: c.kind for c in criteria} if registered is not None else {}
+    has_arrived = gates is None or bool(gates["has_arrived"])
     rows = ArrivedResult.objects.filter(verification=verification).select_related("actor").order_by("received_at", "id")
-    for row in rows:
+    for row in rows if has_arrived else ():
         kind = kinds.get(row.criterion_id)
         if kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
             continue  # kept on record; nothing in the contract awaits it
@@ -317,7 +367,7 @@ def load_facts(verification: Verification, *, now: datetime) -> Facts:
         links=links,
         workers=workers,
         producer=producer,
-        service_actor=kernel_actor(portal),
+        service_actor=portal_record,
         baselines=baselines,
         baseline_secret=secret,
         submitted_at=verification.submitted_at,
@@ -337,4 +387,5 @@ def load_facts(verification: Verification, *, now: datetime) -> Facts:
         arrived_payload=arrived_payload,
         digests=frozenset(e.digest for e in evidence_rows.values()),
         portal=portal,
+        has_arrived=has_arrived,
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from verification.actors.models import Actor
 from verification.kernel.canonical import loads_strict
@@ -25,6 +28,39 @@ from verification.runs.services import events
 from verification.runs.services.facts import Facts
 from verification.trust.models import Receipt
 from verification.trust.selectors import head_of
+
+
+def _disagreeing(verification: Any) -> QuerySet[Verification]:
+    """The verifications that may disagree with ``verification`` (a row or an outer reference): the same subject,
+    rubric and evidence digests, an automated verdict other than PENDING (SPEC §10)."""
+    ref = verification if isinstance(verification, Verification) else None
+
+    def of(name: str) -> Any:
+        return getattr(ref, name) if ref is not None else OuterRef(name)
+
+    return (
+        Verification.objects.filter(
+            task_id=of("task_id"),
+            cycle=of("cycle"),
+            rubric_hash=of("rubric_hash"),
+            evidence_key=of("evidence_key"),
+            automated_verdict__isnull=False,
+        )
+        .exclude(pk=of("pk"))
+        .exclude(automated_verdict=Verdict.PENDING.value)
+    )
+
+
+def outcome_annotations() -> dict[str, Any]:
+    """What ``record_outcome`` needs to know before it writes, as annotations of the run's post-lock statement:
+    whether a later verification supersedes this one, and the least and greatest automated verdict of the ones that
+    may disagree with it (when both equal the run's verdict, none can: the query for them is not sent)."""
+    others = _disagreeing(None).order_by().values("automated_verdict")
+    return {
+        "superseded": Exists(Verification.objects.filter(supersedes=OuterRef("pk"))),
+        "others_least": Subquery(others.order_by("automated_verdict")[:1]),
+        "others_greatest": Subquery(others.order_by("-automated_verdict")[:1]),
+    }
 
 
 def run_payload(
@@ -60,12 +96,22 @@ def _pending_until(result: RunResult) -> datetime | None:
     return min(deadlines) if deadlines else None
 
 
-def record_outcome(verification: Verification, facts: Facts, result: RunResult, receipt: Receipt) -> None:
-    """Update the query caches of the head (the receipt stays the truth), raise findings, emit the events."""
+def record_outcome(
+    verification: Verification,
+    facts: Facts,
+    result: RunResult,
+    receipt: Receipt,
+    gates: Mapping[str, Any] | None = None,
+) -> None:
+    """Update the query caches of the head (the receipt stays the truth), raise findings, emit the events.
+    ``gates``: ``outcome_annotations`` as the caller read them after its lock (else they are read here)."""
     outcome = result.outcome
     running = outcome.status_running
     determination = outcome.determination.value if outcome.determination is not None else None
-    superseded = Verification.objects.filter(supersedes=verification).exists()
+    if gates is None:
+        superseded = Verification.objects.filter(supersedes=verification).exists()
+    else:
+        superseded = bool(gates["superseded"])
     Verification.objects.filter(pk=verification.pk).update(
         verdict=outcome.verdict.value,
         automated_verdict=outcome.verdict.value,
@@ -89,7 +135,8 @@ def record_outcome(verification: Verification, facts: Facts, result: RunResult, 
             evidence=facts.evidence_rows.get(finding.refs[1]),
             receipt_refs=[receipt.content_hash],
         )
-    _raise_disagreements(verification, facts, outcome.verdict, receipt)
+    if gates is None or {gates["others_least"], gates["others_greatest"]} - {None, outcome.verdict.value}:
+        _raise_disagreements(verification, facts, outcome.verdict, receipt)
     events.event_append(  # the last write of the run's transaction (the caller holds it)
         kind=events.VERIFICATION_PENDING if running else events.VERIFICATION_FINISHED,
         verification=verification,
@@ -114,18 +161,7 @@ def _raise_disagreements(verification: Verification, facts: Facts, verdict: Verd
     """
     if verdict is Verdict.PENDING:
         return
-    others = list(
-        Verification.objects.filter(
-            task=facts.task,
-            cycle=facts.ctx.cycle,
-            rubric_hash=verification.rubric_hash,
-            evidence_key=verification.evidence_key,
-            automated_verdict__isnull=False,
-        )
-        .exclude(pk=verification.pk)
-        .exclude(automated_verdict__in=[verdict.value, Verdict.PENDING.value])
-        .order_by("created_at", "id")[:20]
-    )
+    others = list(_disagreeing(verification).exclude(automated_verdict=verdict.value).order_by("created_at", "id")[:20])
     if not others:
         return
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
-from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from verification.actors.services.actors import portal_service_actor
 from verification.errors import NotFound
+from verification.kernel.errors import InvariantError
 from verification.kernel.evaluation import (
     evaluate_run,
 )
@@ -28,18 +32,81 @@ from verification.records import metrics
 from verification.runs import run_signal
 from verification.runs.models import Verification
 from verification.runs.services import events
-from verification.runs.services.facts import claims_of, load_facts
-from verification.runs.services.outcome import record_outcome, run_payload
-from verification.trust.models import Receipt, ReceiptKind
-from verification.trust.selectors import head_of
-from verification.trust.services.receipts import receipt_issue_held
+from verification.runs.services.facts import claims_of, gate_annotations, load_facts
+from verification.runs.services.outcome import outcome_annotations, record_outcome, run_payload
+from verification.trust.models import Receipt, ReceiptKind, SigningKey
+from verification.trust.services.receipts import HeldChain, receipt_issue_held
 
 #: Attempts of an operational failure before the run is recorded as failed (SPEC §3).
 MAX_ATTEMPTS: Final = 3
 
 
-def run_locked(verification: Verification, *, now: datetime) -> Receipt:
-    facts = load_facts(verification, now=now)
+def _after_lock_query(verification_pk: uuid.UUID) -> QuerySet[Verification, dict[str, Any]]:
+    chain_of = Receipt.objects.filter(verification_id=OuterRef("pk"))
+    return Verification.objects.filter(pk=verification_pk).values(
+        seq0=Subquery(chain_of.filter(seq=0).order_by().values("content_hash")[:1]),
+        key_id=Subquery(SigningKey.objects.filter(status=SigningKey.Status.ACTIVE).order_by().values("key_id")[:1]),
+        previous=Subquery(
+            Receipt.objects.filter(verification_id=OuterRef("supersedes_id"))
+            .order_by("-seq")
+            .values("content_hash")[:1]
+        ),
+        **gate_annotations(),
+        **outcome_annotations(),
+    )
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    params: tuple[Any, ...]
+    at: int  # the position of the verification's pk among the params
+    names: tuple[str, ...]
+
+
+#: ``_after_lock_query`` compiled once per database vendor (the SQL depends on nothing else): building this query
+#: through the ORM cost more than running it.
+_COMPILED: dict[str, _Compiled] = {}
+_PLACEHOLDER: Final = uuid.UUID(int=0)
+
+
+def _compiled(conn: BaseDatabaseWrapper) -> _Compiled:
+    found = _COMPILED.get(conn.vendor)
+    if found is None:
+        query = _after_lock_query(_PLACEHOLDER).query
+        sql, params = query.get_compiler(connection=conn).as_sql()
+        placeholder = Verification._meta.get_field("id").get_db_prep_value(_PLACEHOLDER, conn)
+        at = [i for i, value in enumerate(params) if value == placeholder]
+        if len(at) != 1:  # pragma: no cover - the query names the verification once
+            raise InvariantError(Reason.MALFORMED_RECORD, "the post-lock query must name its verification once")
+        found = _COMPILED[conn.vendor] = _Compiled(sql, tuple(params), at[0], tuple(query.annotation_select))
+    return found
+
+
+def after_lock(verification_pk: uuid.UUID) -> dict[str, Any]:
+    """Everything the run reads about the locked verification's surroundings, in ONE statement sent after the lock
+    was granted (under READ COMMITTED its snapshot then sees every commit before the lock; the locking statement's
+    could not): seq 0's id if the chain has begun, the active signing key, the head of the superseded chain, and the
+    gates of the fact reads (``facts.gate_annotations``) and of the outcome's (``outcome.outcome_annotations``)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    compiled = _compiled(conn)
+    params = list(compiled.params)
+    params[compiled.at] = Verification._meta.get_field("id").get_db_prep_value(verification_pk, conn)
+    with conn.cursor() as cursor:
+        cursor.execute(compiled.sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
+    return dict(zip(compiled.names, row, strict=True))
+
+
+def run_locked(verification: Verification, *, now: datetime, state: Mapping[str, Any] | None = None) -> Receipt:
+    """Evaluate and sign seq 0 of ``verification``, whose row the caller holds locked and whose chain is empty.
+    ``state``: ``after_lock``'s answer when the caller read it already (else it is read here)."""
+    state = state if state is not None else after_lock(verification.pk)
+    if state["seq0"] is not None:
+        raise InvariantError(Reason.MALFORMED_RECORD, f"verification {verification.pk} has run already")
+    facts = load_facts(verification, now=now, gates=state)
     result = evaluate_run(
         criteria=facts.criteria,
         ctx=facts.ctx,
@@ -47,17 +114,19 @@ def run_locked(verification: Verification, *, now: datetime) -> Receipt:
         arrived=facts.arrived,
         claims=claims_of(verification, facts),
     )
-    previous = head_of(verification.supersedes) if verification.supersedes is not None else None
+    previous = state["previous"] if verification.supersedes_id is not None else None
     payload = run_payload(
         facts,
         result,
         issuer=facts.portal or portal_service_actor(),
         authority=Authority.DETERMINISTIC,
-        supersedes_receipt_id=previous.content_hash if previous is not None else None,
+        supersedes_receipt_id=previous,
     )
-    # Inside verification_run's (or result_deliver's) transaction, without a savepoint of its own.
-    receipt = receipt_issue_held(verification=verification, kind=ReceiptKind.RUN, payload=payload, superseded=previous)
-    record_outcome(verification, facts, result, receipt)
+    # Inside verification_run's (or result_deliver's) transaction, without a savepoint of its own; the lock is held
+    # and the chain was read after it (seq 0: no previous entry).
+    held = HeldChain(key_id=state["key_id"], seq=0, prev_hash=None, supersedes=previous)
+    receipt = receipt_issue_held(verification=verification, kind=ReceiptKind.RUN, payload=payload, held=held)
+    record_outcome(verification, facts, result, receipt, gates=state)
     return receipt
 
 
@@ -106,11 +175,11 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
                 .select_related("task", "rubric", "submitted_by", "supersedes")
                 .get(pk=pk)
             )
-            existing = seq0(pk)
-            if existing is not None:
+            state = after_lock(pk)
+            if state["seq0"] is not None:
                 metrics.observe_run(status="already-run")
-                return existing
-            receipt = run_locked(locked, now=when)
+                return seq0(pk)
+            receipt = run_locked(locked, now=when, state=state)
             # Wake a wait_ms submission waiting for this run, once committed (nothing to do without a broker).
             transaction.on_commit(lambda: run_signal.announce(pk))
     except Exception as exc:

@@ -70,6 +70,19 @@ class _Locked:
 
 
 @dataclass(frozen=True)
+class HeldChain:
+    """A chain its caller has locked (``SELECT ... FOR UPDATE`` on the verification row) and read after the lock
+    was granted, in a statement of its own (the run path reads it with its other facts): the active key, the next
+    seq and the head's hash. ``supersedes`` is the head of the chain the payload's ``supersedes_receipt_id`` names,
+    as the caller read it (used only when it is that id; else it is looked up)."""
+
+    key_id: str | None
+    seq: int
+    prev_hash: str | None
+    supersedes: str | None = None
+
+
+@dataclass(frozen=True)
 class _Statements:
     """The hot path's SQL, built once per database vendor (plain SQL: the ORM's query building cost more than the
     queries themselves, and this runs once per receipt)."""
@@ -189,6 +202,7 @@ def receipt_issue_held(
     payload: Mapping[str, Any],
     created_at: datetime | None = None,
     superseded: Receipt | None = None,
+    held: HeldChain | None = None,
 ) -> Receipt:
     """Sign ``payload`` as the next entry of ``verification``'s chain with the active key and store it.
 
@@ -215,12 +229,23 @@ def receipt_issue_held(
     when = created_at if created_at is not None else timezone.now()
     if timezone.is_naive(when):
         raise _refuse("created_at must be timezone-aware")
-    if superseded is None or superseded.content_hash != body.get("supersedes_receipt_id"):
-        superseded = _superseded(body)
+    supersedes_id = body.get("supersedes_receipt_id")
+    if held is not None and supersedes_id is not None and held.supersedes == supersedes_id:
+        superseded_pk: str | None = supersedes_id  # read by the caller after its lock: no second look-up
+    else:
+        if superseded is None or superseded.content_hash != supersedes_id:
+            superseded = _superseded(body)
+        superseded_pk = superseded.content_hash if superseded is not None else None
     indexed = {name: _indexed_copy(body, name) for name in _INDEXED}
 
     conn = connections[DEFAULT_DB_ALIAS]  # the atomic block's connection, looked up once
-    locked, key_id, seq, prev_hash = _lock_chain(conn, verification.pk)
+    if held is None:
+        locked, key_id, seq, prev_hash = _lock_chain(conn, verification.pk)
+    else:
+        if held.key_id is None:
+            raise SigningKeyUnavailable("no active signing key")
+        locked = _Locked(verification.pk, verification.rubric_hash, verification.submission_hash)
+        key_id, seq, prev_hash = held.key_id, held.seq, held.prev_hash
     private_key = signing.private_key_for_id(key_id)
     entry = sign_entry(
         private_key=private_key,
@@ -244,9 +269,11 @@ def receipt_issue_held(
         envelope=entry.envelope,
         created_at=when,
         kind=receipt_kind.value,
-        supersedes_receipt=superseded,
+        supersedes_receipt_id=superseded_pk,
         **indexed,
     )
+    if superseded is not None and superseded.content_hash == superseded_pk:
+        receipt.supersedes_receipt = superseded  # the loaded row, as before (no look-up on access)
     _insert(conn, receipt)
     return receipt
 
