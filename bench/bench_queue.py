@@ -74,6 +74,11 @@ CLAIMS_EACH = int(os.environ.get("BENCH_QUEUE_CLAIMS_EACH", "100"))  # per revie
 CHUNK = 1000
 DEEP_ROWS = int(os.environ.get("BENCH_QUEUE_DEEP_ROWS", "30000"))  # (c): how deep the far page is
 HTTP_ROUNDS = int(os.environ.get("BENCH_QUEUE_HTTP_ROUNDS", "60"))  # (d): rounds of the reviewer actions
+#: Which parts run: any of a, b, c, d (e.g. ``BENCH_QUEUE_PARTS=b`` for the claims alone; the data is built alike).
+PARTS = frozenset(os.environ.get("BENCH_QUEUE_PARTS", "abcd").replace(",", ""))
+#: (b): a file to write a cProfile of ``PROFILE_CLAIMS`` "Next item" calls to (one reviewer, before the rounds).
+PROFILE_PATH = os.environ.get("BENCH_QUEUE_PROFILE", "")
+PROFILE_CLAIMS = 200
 SEED = 15
 
 #: (category, fraction of all rows, the template it copies). The first seven are in the queue (pending-now: half).
@@ -185,16 +190,13 @@ def _service_templates(reviewer: Any) -> None:
     from verification.actors.models import ApiToken
     from verification.actors.selectors import actor_get
     from verification.kernel.digests import sha256_digest
-    from verification.reviews.services.reviews import (
-        new_request_key,
-        review_claim,
-        review_decide,
-        review_request_evidence,
-    )
+    from verification.reviews.services.claims import review_claim
+    from verification.reviews.services.decisions import new_request_key, review_decide, review_request_evidence
     from verification.runs.models import Verification
     from verification.runs.services.rubrics import rubric_register
+    from verification.runs.services.run import verification_run
+    from verification.runs.services.submit import verification_submit
     from verification.runs.services.tasks import claim_record, contract_accept, task_create
-    from verification.runs.services.verifications import verification_run, verification_submit
     from verification.trust.selectors import head_of, receipt_payload
 
     seed_queue(reviewer=reviewer)
@@ -635,7 +637,7 @@ def _service_claimer(
     """``claims`` times "Next item" through the service; ``tally`` gets (CPU seconds, claims that came back empty)."""
     from django.db import connection
 
-    from verification.reviews.services.reviews import review_claim_next_id
+    from verification.reviews.services.claims import review_claim_next_id
 
     try:
         connection.ensure_connection()
@@ -865,11 +867,8 @@ CLAIM_MODES = (("threads", CLAIMERS, "threads"), ("processes", CLAIMERS, "proces
 
 def _claims(users: list[Any]) -> dict[tuple[str, str], ClaimSide]:
     """Alternating rounds of the service and the bare loop on the same data (the leases are put back each time),
-    for each of ``CLAIM_MODES``; keyed by (mode, service|bare)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("CREATE TABLE bench_lease_snapshot AS SELECT * FROM verification_reviewlease")
+    for each of ``CLAIM_MODES``; keyed by (mode, service|bare). The leases as the data has them are in
+    ``bench_lease_snapshot``."""
     sides = {(mode, name): ClaimSide() for mode, _, _ in CLAIM_MODES for name in ("service", "bare")}
     claimers = {"service": _service_claimer, "bare": _bare_claimer}
     for mode, n, how in CLAIM_MODES:
@@ -880,6 +879,26 @@ def _claims(users: list[Any]) -> dict[tuple[str, str], ClaimSide]:
             if workers is not None:
                 workers.close()
     return sides
+
+
+def _profile_claims(user: Any, path: str) -> str:
+    """cProfile of ``PROFILE_CLAIMS`` "Next item" calls by one reviewer, written to ``path`` (pstats); the leases are
+    put back after. A note for the report: the claims made and the Python CPU per claim under the profiler."""
+    import cProfile
+
+    from verification.reviews.services.claims import review_claim_next_id
+
+    user.has_perm("reviewportal.decide_verification")  # the permission cache, as a signed-in request has it
+    profiler = cProfile.Profile()
+    began = time.process_time()
+    profiler.enable()
+    got = [review_claim_next_id(user=user) for _ in range(PROFILE_CLAIMS)]
+    profiler.disable()
+    cpu = time.process_time() - began
+    profiler.dump_stats(path)
+    claimed = [pk for pk in got if pk is not None]
+    _restore_leases(claimed)
+    return f"(b) profile: {len(claimed)} claims, {1000 * cpu / PROFILE_CLAIMS:.2f} ms CPU each under cProfile; {path}"
 
 
 # --- the run ---------------------------------------------------------------------------------------------------------
@@ -953,16 +972,23 @@ def main() -> str | None:
             small_queue, _ = _queue_census()
 
             _use(large)
-            wrappers = {"large": connections["default"], "small": _wrapper(small)}
-            try:
-                deployed, _ = _time_pages(wrappers, counts_seconds=5)
-                cold, queries = _time_pages(wrappers, counts_seconds=0)
-            finally:
-                connections["default"] = wrappers["large"]
-                wrappers["small"].close()
-            deep, depth = _time_deep(DEEP_ROWS)
-            claims = _claims(claimers)
-            http = _time_http(large)
+            if "a" in PARTS:
+                wrappers = {"large": connections["default"], "small": _wrapper(small)}
+                try:
+                    deployed, _ = _time_pages(wrappers, counts_seconds=5)
+                    cold, queries = _time_pages(wrappers, counts_seconds=0)
+                finally:
+                    connections["default"] = wrappers["large"]
+                    wrappers["small"].close()
+            if "c" in PARTS:
+                deep, depth = _time_deep(DEEP_ROWS)
+            if "b" in PARTS:
+                with connection.cursor() as cursor:
+                    cursor.execute("CREATE TABLE bench_lease_snapshot AS SELECT * FROM verification_reviewlease")
+                profiled = _profile_claims(claimers[0], PROFILE_PATH) if PROFILE_PATH else ""
+                claims = _claims(claimers)
+            if "d" in PARTS:
+                http = _time_http(large)
         finally:
             _use(large)
             connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
@@ -980,101 +1006,124 @@ def main() -> str | None:
             "<= 1.5",
         )
 
-    rows = [
-        page_row(f"(a) GET /queue/, {ROWS:,} verifications, counts reused 5 s (as deployed)", deployed),
-        (*page_row("    the same, counts recounted on every request", cold)[:4], "(none)"),
-    ]
-    labels = {
-        "threads": f"(b) claims/s, review_claim_next_id, {CLAIMERS} reviewers as threads of one process",
-        "processes": f"    the same, {CLAIMERS} reviewers as processes (a web server's workers)",
-        "one": "    the same, 1 reviewer alone",
-    }
-    for mode, _, _ in CLAIM_MODES:
-        service, bare = claims[mode, "service"], claims[mode, "bare"]
+    rows: list[tuple[str, str, str, str, str]] = []
+    notes: list[str] = []
+    if "a" in PARTS:
+        rows += [
+            page_row(f"(a) GET /queue/, {ROWS:,} verifications, counts reused 5 s (as deployed)", deployed),
+            (*page_row("    the same, counts recounted on every request", cold)[:4], "(none)"),
+        ]
+    if "b" in PARTS:
+        labels = {
+            "threads": f"(b) claims/s, review_claim_next_id, {CLAIMERS} reviewers as threads of one process",
+            "processes": f"    the same, {CLAIMERS} reviewers as processes (a web server's workers)",
+            "one": "    the same, 1 reviewer alone",
+        }
+        for mode, _, _ in CLAIM_MODES:
+            service, bare = claims[mode, "service"], claims[mode, "bare"]
+            rows.append((
+                labels[mode],
+                f"{service.rate:,.0f}/s",
+                f"bare psycopg SKIP LOCKED loop, same query and upsert: {bare.rate:,.0f}/s",
+                f"{service.rate / bare.rate:.2f}",
+                ">= 0.5" if mode == "threads" else "(none)",
+            ))
+        sides = ("service", "bare")
+        not_exclusive = {name: sum(claims[mode, name].not_exclusive for mode, _, _ in CLAIM_MODES) for name in sides}
+        checked = {name: sum(claims[mode, name].checked for mode, _, _ in CLAIM_MODES) for name in sides}
+        empty = {name: sum(claims[mode, name].empty for mode, _, _ in CLAIM_MODES) for name in sides}
         rows.append((
-            labels[mode],
-            f"{service.rate:,.0f}/s",
-            f"bare psycopg SKIP LOCKED loop, same query and upsert: {bare.rate:,.0f}/s",
-            f"{service.rate / bare.rate:.2f}",
-            ">= 0.5" if mode == "threads" else "(none)",
+            '    "Next item" calls that came back empty (none left; bare: or 8 lost races), every round',
+            f"{empty['service']}",
+            f"bare loop: {empty['bare']}",
+            "",
+            "",
         ))
-    sides = ("service", "bare")
-    not_exclusive = {name: sum(claims[mode, name].not_exclusive for mode, _, _ in CLAIM_MODES) for name in sides}
-    checked = {name: sum(claims[mode, name].checked for mode, _, _ in CLAIM_MODES) for name in sides}
-    empty = {name: sum(claims[mode, name].empty for mode, _, _ in CLAIM_MODES) for name in sides}
-    rows.append((
-        '    "Next item" calls that came back empty (none left; bare: or 8 lost races), every round',
-        f"{empty['service']}",
-        f"bare loop: {empty['bare']}",
-        "",
-        "",
-    ))
-    rows.append((
-        "    claims not held by their claimer alone, every round",
-        f"{not_exclusive['service']} of {checked['service']:,}",
-        f"bare loop: {not_exclusive['bare']} of {checked['bare']:,}",
-        "",
-        "0",
-    ))
-    rows.append((
-        f"(c) GET /queue/ a page {depth:,} rows deep (its cursor), {ROWS:,} verifications, counts recounted",
-        f"p50 {_ms(_percentile(deep['deep'], 0.5))}, p95 {_ms(_percentile(deep['deep'], 0.95))}",
-        f"page 1, same run: p50 {_ms(_percentile(deep['page 1'], 0.5))}, "
-        f"p95 {_ms(_percentile(deep['page 1'], 0.95))}",
-        f"{_percentile(deep['deep'], 0.5) / _percentile(deep['page 1'], 0.5):.2f} "
-        f"(p95: {_percentile(deep['deep'], 0.95) / _percentile(deep['page 1'], 0.95):.2f})",
-        "<= 1.1",
-    ))
-    trivial = http.samples["trivial"]
-    http_labels = {
-        "queue": "(d) HTTP (gunicorn): queue page, GET /queue/",
-        "claim": '    "Next item": POST /queue/claim-next + the review page it opens',
-        "decide": "    decision: POST …/decide (FAIL) + the next item's page it redirects to",
-    }
-    for action, label in http_labels.items():
-        got = http.samples[action]
         rows.append((
-            f"{label}, {ROWS:,} verifications",
-            f"p50 {_ms(_percentile(got, 0.5))}, p95 {_ms(_percentile(got, 0.95))}",
-            f"trivial view, same middleware: p50 {_ms(_percentile(trivial, 0.5))}, "
-            f"p95 {_ms(_percentile(trivial, 0.95))}",
-            f"{_percentile(got, 0.5) / _percentile(trivial, 0.5):.1f} "
-            f"(p95: {_percentile(got, 0.95) / _percentile(trivial, 0.95):.1f})",
-            "(tracked)",
+            "    claims not held by their claimer alone, every round",
+            f"{not_exclusive['service']} of {checked['service']:,}",
+            f"bare loop: {not_exclusive['bare']} of {checked['bare']:,}",
+            "",
+            "0",
         ))
-    census = ", ".join(f"{code} {n:,}" for code, n in large_counts)
-    notes = [
-        f"(a) {ROWS:,} verifications, {large_queue:,} in the queue when counted ({census}); "
-        f"{SMALL_ROWS:,} verifications, {small_queue} in the queue. Each page shows 50 rows. "
-        f"{PAGE_REQUESTS} requests per size and configuration, the two sizes in turn, after {PAGE_WARM_UP} to warm "
-        "up; "
-        f"statements per page: {queries['large'].queries} with {ROWS:,}, {queries['small'].queries} with "
-        f"{SMALL_ROWS:,}; their time in the database with the counts recounted: {queries['large'].sql_ms:.1f} ms, of "
-        f"which counting {queries['large'].counts_ms:.1f} ms, with {ROWS:,}; {queries['small'].sql_ms:.1f} ms, of "
-        f"which counting {queries['small'].counts_ms:.1f} ms, with {SMALL_ROWS:,}.",
-        f"(b) each side and mode: {CLAIM_ROUNDS} alternating rounds of {CLAIMS_EACH} claims per reviewer timed, "
-        "after a warm-up round of 20 each (checked, not timed); the leases are put back after every round. "
-        "The service also checks the permission and writes a security-log entry per claim; on PostgreSQL an "
-        "attempt is one statement (pick, lease and entry in one data-modifying WITH, atomic without a "
-        "transaction block) against the bare loop's BEGIN, pick, upsert, COMMIT. Python CPU per claim "
-        "(4 threads / 4 processes / "
-        "1 reviewer): service "
-        + " / ".join(f"{claims[mode, 'service'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
-        + " ms, bare "
-        + " / ".join(f"{claims[mode, 'bare'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
-        + f" ms; this machine has {os.cpu_count()} CPUs.",
-        f"(c) {PAGE_REQUESTS} requests each, page 1 and the deep page in turn, counts recounted on every request "
-        "(REVIEWPORTAL_QUEUE_COUNTS_SECONDS=0: from the rollup); the deep page's cursor is the queue row "
-        f"{depth:,} rows from the front.",
-        f"(d) one reviewer, {http.rounds} rounds after 5 to warm up, gunicorn with {http.workers} sync worker "
-        "(a new connection per request), DEBUG off, counts recounted on every request; a claim is timed every other "
-        f"round (the other rounds decide the item the previous decision's redirect claimed); {http.refused} decisions "
-        f"refused; samples: queue {len(http.samples['queue'])}, claim {len(http.samples['claim'])}, decide "
-        f"{len(http.samples['decide'])}, trivial {len(trivial)}; load average at the end "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}.",
+    if "c" in PARTS:
+        rows.append((
+            f"(c) GET /queue/ a page {depth:,} rows deep (its cursor), {ROWS:,} verifications, counts recounted",
+            f"p50 {_ms(_percentile(deep['deep'], 0.5))}, p95 {_ms(_percentile(deep['deep'], 0.95))}",
+            f"page 1, same run: p50 {_ms(_percentile(deep['page 1'], 0.5))}, "
+            f"p95 {_ms(_percentile(deep['page 1'], 0.95))}",
+            f"{_percentile(deep['deep'], 0.5) / _percentile(deep['page 1'], 0.5):.2f} "
+            f"(p95: {_percentile(deep['deep'], 0.95) / _percentile(deep['page 1'], 0.95):.2f})",
+            "<= 1.1",
+        ))
+    if "d" in PARTS:
+        trivial = http.samples["trivial"]
+        http_labels = {
+            "queue": "(d) HTTP (gunicorn): queue page, GET /queue/",
+            "claim": '    "Next item": POST /queue/claim-next + the review page it opens',
+            "decide": "    decision: POST …/decide (FAIL) + the next item's page it redirects to",
+        }
+        for action, label in http_labels.items():
+            got = http.samples[action]
+            rows.append((
+                f"{label}, {ROWS:,} verifications",
+                f"p50 {_ms(_percentile(got, 0.5))}, p95 {_ms(_percentile(got, 0.95))}",
+                f"trivial view, same middleware: p50 {_ms(_percentile(trivial, 0.5))}, "
+                f"p95 {_ms(_percentile(trivial, 0.95))}",
+                f"{_percentile(got, 0.5) / _percentile(trivial, 0.5):.1f} "
+                f"(p95: {_percentile(got, 0.95) / _percentile(trivial, 0.95):.1f})",
+                "(tracked)",
+            ))
+    if "a" in PARTS:
+        census = ", ".join(f"{code} {n:,}" for code, n in large_counts)
+    if "a" in PARTS:
+        notes.append(
+            f"(a) {ROWS:,} verifications, {large_queue:,} in the queue when counted ({census}); "
+            f"{SMALL_ROWS:,} verifications, {small_queue} in the queue. Each page shows 50 rows. "
+            f"{PAGE_REQUESTS} requests per size and configuration, the two sizes in turn, after {PAGE_WARM_UP} to warm "
+            "up; "
+            f"statements per page: {queries['large'].queries} with {ROWS:,}, {queries['small'].queries} with "
+            f"{SMALL_ROWS:,}; their time in the database with the counts recounted: "
+            f"{queries['large'].sql_ms:.1f} ms, of "
+            f"which counting {queries['large'].counts_ms:.1f} ms, with {ROWS:,}; {queries['small'].sql_ms:.1f} ms, of "
+            f"which counting {queries['small'].counts_ms:.1f} ms, with {SMALL_ROWS:,}."
+        )
+    if "b" in PARTS:
+        notes.append(
+            f"(b) each side and mode: {CLAIM_ROUNDS} alternating rounds of {CLAIMS_EACH} claims per reviewer timed, "
+            "after a warm-up round of 20 each (checked, not timed); the leases are put back after every round. "
+            "The service also checks the permission and writes a security-log entry per claim; on PostgreSQL an "
+            "attempt is one statement (pick, lease and entry in one data-modifying WITH, atomic without a "
+            "transaction block) against the bare loop's BEGIN, pick, upsert, COMMIT. Python CPU per claim "
+            "(4 threads / 4 processes / "
+            "1 reviewer): service "
+            + " / ".join(f"{claims[mode, 'service'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
+            + " ms, bare "
+            + " / ".join(f"{claims[mode, 'bare'].cpu_ms_per_claim:.1f}" for mode, _, _ in CLAIM_MODES)
+            + f" ms; this machine has {os.cpu_count()} CPUs."
+        )
+        if profiled:
+            notes.append(profiled)
+    if "c" in PARTS:
+        notes.append(
+            f"(c) {PAGE_REQUESTS} requests each, page 1 and the deep page in turn, counts recounted on every request "
+            "(REVIEWPORTAL_QUEUE_COUNTS_SECONDS=0: from the rollup); the deep page's cursor is the queue row "
+            f"{depth:,} rows from the front."
+        )
+    if "d" in PARTS:
+        notes.append(
+            f"(d) one reviewer, {http.rounds} rounds after 5 to warm up, gunicorn with {http.workers} sync worker "
+            "(a new connection per request), DEBUG off, counts recounted on every request; a claim is timed every "
+            "other round (the other rounds decide the item the previous decision's redirect claimed); "
+            f"{http.refused} decisions "
+            f"refused; samples: queue {len(http.samples['queue'])}, claim {len(http.samples['claim'])}, decide "
+            f"{len(http.samples['decide'])}, trivial {len(trivial)}; load average at the end "
+            f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}."
+        )
+    notes.append(
         f"data: {', '.join(f'{name} {n:,}' for name, n in mix.items())}; built in {fill_s:.0f} s "
-        "(each copy's receipts re-signed).",
-    ]
+        "(each copy's receipts re-signed)."
+    )
     return _table(rows) + "\n" + "\n".join(notes)
 
 

@@ -251,9 +251,9 @@ def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_
     plain = queue.unknown("after them")
     runs: list[Any] = []
 
-    def counted(locked: Verification, actor: Actor) -> Any:
+    def counted(locked: Verification, actor: Actor, verifier: Any = None) -> Any:
         runs.append(locked.pk)
-        return _rail_refusal(locked, actor)
+        return _rail_refusal(locked, actor, verifier)
 
     monkeypatch.setattr(reviews, "_rail_refusal", counted)
     assert review_claim_next(user=reviewer) == plain

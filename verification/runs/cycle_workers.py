@@ -18,26 +18,51 @@ by a property test (tests/reviews/test_claim_filter.py).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from typing import Any, Final
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Value
-from django.db.models.functions import Trim
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    CharField,
+    DateTimeField,
+    Exists,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    Window,
+)
+from django.db.models.functions import Cast, RowNumber, Trim
 from django.db.models.lookups import Exact
 
 from verification.actors.models import Actor, ApiToken
-from verification.actors.services.actors import PORTAL_ACTOR_NAME, PORTAL_BOUNDARY, boundaries_for, kernel_actor
+from verification.actors.services.actors import PORTAL_ACTOR_NAME, PORTAL_BOUNDARY, boundaries_from, kernel_actor
 from verification.kernel import actors as kactors
 from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.rails import Link as KernelLink
 from verification.runs.models import Claim, ContractAcceptance, Link, Task, TaskCycle, Verification
-from verification.runs.selectors import contract_of
+from verification.runs.selectors import contract_among
+
+
+def _cycles_of(task: Any) -> QuerySet[TaskCycle]:
+    """The task's cycles (value or outer reference): the latest is its current one (``selectors.current_cycle``)."""
+    return TaskCycle.objects.filter(task=task)
+
+
+def _task_claims(task: Any) -> QuerySet[Claim]:
+    """Every claim of ``task``, all cycles (the kernel's records keep them all)."""
+    return Claim.objects.filter(task=task)
 
 
 def _claims_of(task: Any, cycle: Any) -> QuerySet[Claim]:
     """The claims that make their actors claimants of ``task``'s ``cycle`` (values or outer references)."""
-    return Claim.objects.filter(task=task, cycle=cycle)
+    return _task_claims(task).filter(cycle=cycle)
 
 
 def _submissions_of(task: Any, cycle: Any) -> QuerySet[Verification]:
@@ -48,6 +73,19 @@ def _submissions_of(task: Any, cycle: Any) -> QuerySet[Verification]:
 def _links_of(task: Any) -> QuerySet[Link]:
     """The links anchoring ``task``'s work, in every cycle, superseded ones included (rail 2)."""
     return Link.objects.filter(task=task)
+
+
+def _worker_tokens(task: Any, cycle: Any) -> QuerySet[ApiToken]:
+    """The tokens of the cycle's workers (claimants and submitters): their boundaries (SPEC §1)."""
+    return ApiToken.objects.filter(
+        Q(actor__in=_claims_of(task, cycle).values("actor"))
+        | Q(actor__in=_submissions_of(task, cycle).values("submitted_by"))
+    )
+
+
+def _contracts_of(task: Any, cycle: Any) -> QuerySet[ContractAcceptance]:
+    """The cycle's contract acceptances (one per cycle; ``selectors.contract_of`` applies the kernel's rule)."""
+    return ContractAcceptance.objects.filter(task=task, cycle=cycle)
 
 
 @dataclass(frozen=True)
@@ -66,12 +104,10 @@ class CycleWorkers:
     workers: tuple[kactors.Actor, ...]
     #: Every link anchoring the task's work, superseded ones included, oldest first.
     links: tuple[KernelLink, ...]
-
-    @cached_property
-    def contract(self) -> ContractAcceptance | None:
-        """The cycle's contract (one per cycle), or None while none is accepted; read on first use (the rails of a
-        decision never need it)."""
-        return contract_of(self.task, self.cycle)
+    #: The cycle's contract (one per cycle, with its ``accepted_by``), or None while none is accepted.
+    contract: ContractAcceptance | None = None
+    #: The task's current cycle (its latest; 1 for a task without cycle rows): ``cycle`` is stale when it is older.
+    current_cycle: int = 1
 
     @property
     def actors(self) -> tuple[Actor, ...]:
@@ -105,34 +141,208 @@ class CycleWorkers:
         return self.claimants[0]
 
 
+# --- the one query ----------------------------------------------------------------------------------------------------
+
+#: Where a row of the one query comes from (its first column), which is also the rows' order.
+_CURRENT, _CLAIM, _SUBMISSION, _LINK, _TOKEN, _CONTRACT = range(6)
+#: The columns every part of the query selects (a part fills what it has and NULL the rest): where the row comes
+#: from, its place in its source's order, a time, a cycle number, an actor (pk, name, kind, user, created_at), a text
+#: (a link's commit, a token's boundary, a contract's rubric), a flag (a link superseded) and a row id (a contract's).
+_COLUMNS: Final = ("w_src", "w_seq", "w_at", "w_number", "w_actor", "w_name", "w_kind", "w_user", "w_created",
+                   "w_text", "w_flag", "w_row")  # fmt: skip
+_ACTOR_FIELDS: Final = ("id", "name", "kind", "user_id", "created_at")
+_CONTRACT_FIELDS: Final = ("id", "task_id", "cycle", "rubric_id", "accepted_by_id", "accepted_at")
+
+
+def _null(field: Any) -> Cast:
+    """A typed NULL (PostgreSQL resolves a UNION's column types pair by pair: a bare NULL would become text)."""
+    return Cast(Value(None), field)
+
+
+def _part(rows: QuerySet[Any], src: int, order: tuple[str, ...] = (), actor: str = "", **given: Any) -> QuerySet[Any]:
+    """One part of the query: ``rows`` with every column of ``_COLUMNS`` (``given`` ones, else the ``actor``'s, else
+    a typed NULL), ordered within the part by ``order``."""
+    columns: dict[str, Any] = {
+        "w_src": Value(src, IntegerField()),
+        "w_seq": Window(RowNumber(), order_by=order) if order else Value(0, IntegerField()),
+        "w_at": _null(DateTimeField()),
+        "w_number": _null(IntegerField()),
+        "w_actor": F(actor) if actor else _null(IntegerField()),
+        "w_name": F(f"{actor}__name") if actor else _null(CharField()),
+        "w_kind": F(f"{actor}__kind") if actor else _null(CharField()),
+        "w_user": F(f"{actor}__user") if actor else _null(IntegerField()),
+        "w_created": F(f"{actor}__created_at") if actor else _null(DateTimeField()),
+        "w_text": _null(CharField()),
+        "w_flag": _null(BooleanField()),
+        "w_row": _null(IntegerField()),
+    }
+    columns.update(given)
+    return rows.order_by().annotate(**columns).values_list(*_COLUMNS)
+
+
+def _workers_query(task: Any, cycle: Any) -> QuerySet[Any]:
+    """Everything ``cycle_workers`` reads, as one ``UNION ALL`` of the row sources above (the same ones
+    ``rails_certainly_refuse`` is built from), in source order and each source in its own."""
+    current = _cycles_of(task).values("task").annotate(top=Max("number"))
+    parts = [
+        _part(current, _CURRENT, w_number=F("top")),
+        _part(_task_claims(task), _CLAIM, ("claimed_at", "id"), "actor", w_at=F("claimed_at"), w_number=F("cycle")),
+        _part(_submissions_of(task, cycle), _SUBMISSION, ("submitted_at", "id"), "submitted_by"),
+        _part(
+            _links_of(task),
+            _LINK,
+            ("created_at", "id"),
+            w_name=F("committing_actor__name"),
+            w_text=F("commit_id"),
+            w_flag=F("superseded"),
+        ),
+        _part(_worker_tokens(task, cycle), _TOKEN, w_actor=F("actor"), w_text=F("boundary")),
+        _part(
+            _contracts_of(task, cycle),
+            _CONTRACT,
+            ("accepted_at", "id"),
+            "accepted_by",
+            w_at=F("accepted_at"),
+            w_number=F("cycle"),
+            w_text=F("rubric"),
+            w_row=F("id"),
+        ),
+    ]
+    return parts[0].union(*parts[1:], all=True).order_by("w_src", "w_seq")
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """The one query as SQL text with its parameters, where the task's and the cycle's go, and the output fields
+    whose database converters its rows need (SQLite's datetimes and booleans)."""
+
+    sql: str
+    params: tuple[Any, ...]
+    task_at: tuple[int, ...]
+    cycle_at: tuple[int, ...]
+    outputs: tuple[Any, ...]
+
+
+#: Per (connection alias, vendor): compiled once, then run with the task and the cycle put in its parameters.
+_COMPILED: dict[tuple[str, str], _Compiled] = {}
+_TASK_PROBES: Final = (uuid.UUID(int=0xC0FFEE01), uuid.UUID(int=0xC0FFEE02))
+_CYCLE_PROBES: Final = (1_000_003, 1_000_004)
+
+
+def _task_param(task_pk: Any) -> Any:
+    return Claim._meta.get_field("task").get_db_prep_value(task_pk, connection)
+
+
+def _compiled() -> _Compiled:
+    """``_workers_query`` compiled once per connection alias and vendor: compiled with two probe tasks and two probe
+    cycles, the parameters that differ are exactly the task's and the cycle's (each checked to be its probe's form)."""
+    key = (connection.alias, connection.vendor)
+    found = _COMPILED.get(key)
+    if found is not None:
+        return found
+    (task_a, task_b), (cycle_a, cycle_b) = _TASK_PROBES, _CYCLE_PROBES
+    compilers = [
+        _workers_query(t, c).query.get_compiler(using=connection.alias)
+        for t, c in ((task_a, cycle_a), (task_b, cycle_a), (task_a, cycle_b))
+    ]
+    (sql, base), (sql_task, by_task), (sql_cycle, by_cycle) = [c.as_sql() for c in compilers]
+    task_at = tuple(i for i, (a, b) in enumerate(zip(base, by_task, strict=True)) if a != b)
+    cycle_at = tuple(i for i, (a, b) in enumerate(zip(base, by_cycle, strict=True)) if a != b)
+    if (
+        sql != sql_task
+        or sql != sql_cycle
+        or not task_at
+        or not cycle_at
+        or any(base[i] != _task_param(task_a) or by_task[i] != _task_param(task_b) for i in task_at)
+        or any(base[i] != cycle_a or by_cycle[i] != cycle_b for i in cycle_at)
+    ):
+        raise AssertionError("cycle_workers: the query's task and cycle are not plain parameters")  # noqa: TRY003
+    compiler = compilers[0]
+    outputs = tuple(expr.output_field for expr, _, _ in compiler.select)
+    found = _Compiled(sql, tuple(base), task_at, cycle_at, outputs)
+    _COMPILED[key] = found
+    return found
+
+
+def _rows(task_pk: Any, cycle: int) -> Iterable[tuple[Any, ...]]:
+    """The one query's rows for ``task_pk``'s ``cycle``, in Python's types."""
+    compiled = _compiled()
+    params = list(compiled.params)
+    task_param = _task_param(task_pk)
+    for i in compiled.task_at:
+        params[i] = task_param
+    for i in compiled.cycle_at:
+        params[i] = cycle
+    with connection.cursor() as cursor:
+        cursor.execute(compiled.sql, params)
+        rows = cursor.fetchall()
+    converters: list[tuple[int, list[Callable[..., Any]]]] = []
+    for i, output in enumerate(compiled.outputs):
+        found = connection.ops.get_db_converters(Value(None, output)) + output.get_db_converters(connection)
+        if found:
+            converters.append((i, found))
+    if not converters:
+        return rows
+    converted = []
+    for row in rows:
+        values = list(row)
+        for i, functions in converters:
+            for function in functions:
+                values[i] = function(values[i], compiled.outputs[i], connection)
+        converted.append(values)
+    return converted
+
+
 def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
-    """The workers of ``task``'s ``cycle`` with their boundaries, the link committers and the contract (SPEC §1)."""
+    """The workers of ``task``'s ``cycle`` with their boundaries, the link committers, the contract and the task's
+    current cycle (SPEC §1): one query (``_workers_query``, compiled once)."""
+    actors: dict[int, Actor] = {}
+
+    def actor_of(pk: int, name: str, kind: str, user: Any, created: Any) -> Actor:
+        found = actors.get(pk)
+        if found is None:
+            found = actors[pk] = Actor.from_db(connection.alias, _ACTOR_FIELDS, (pk, name, kind, user, created))
+        return found
+
+    current = 1
+    claims: list[KernelClaim] = []
     claimants: dict[int, Actor] = {}
-    # Every claim of the task in one query: this cycle's claimants and the kernel's records of all cycles.
-    all_claims = list(Claim.objects.filter(task=task).select_related("actor").order_by("claimed_at", "id"))
-    for claim in all_claims:
-        if claim.cycle == cycle:  # _claims_of(task, cycle), read from the one query
-            claimants.setdefault(claim.actor.pk, claim.actor)
     submitters: dict[int, Actor] = {}
-    rows = _submissions_of(task, cycle).select_related("submitted_by").order_by("submitted_at", "id")
-    for verification in rows:
-        submitter = verification.submitted_by
-        if submitter is not None and submitter.pk not in claimants:
-            submitters.setdefault(submitter.pk, submitter)
-    actors = (*claimants.values(), *submitters.values())
-    links = tuple(
-        KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
-        for row in _links_of(task).select_related("committing_actor").order_by("created_at", "id")
-    )
-    boundaries = boundaries_for(actors)
+    links: list[KernelLink] = []
+    tokens: list[tuple[int, str]] = []
+    contracts: list[ContractAcceptance] = []
+    for src, _, at, number, pk, name, kind, user, created, text, flag, row in _rows(task.pk, cycle):
+        if src == _CURRENT:
+            current = int(number) if number is not None else 1
+        elif src == _CLAIM:
+            claims.append(KernelClaim(name, number, at))
+            if number == cycle:  # a claimant of this cycle (_claims_of), read from the task's claims
+                claimants.setdefault(pk, actor_of(pk, name, kind, user, created))
+        elif src == _SUBMISSION:
+            if pk not in claimants:
+                submitters.setdefault(pk, actor_of(pk, name, kind, user, created))
+        elif src == _LINK:
+            links.append(KernelLink(text, name, bool(flag)))
+        elif src == _TOKEN:
+            tokens.append((pk, text))
+        else:
+            contract = ContractAcceptance.from_db(
+                connection.alias, _CONTRACT_FIELDS, (row, task.pk, number, text, pk, at)
+            )
+            contract.accepted_by = actor_of(pk, name, kind, user, created)
+            contracts.append(contract)
+    workers = (*claimants.values(), *submitters.values())
+    boundaries = boundaries_from(workers, tokens)
     return CycleWorkers(
         task=task,
         cycle=cycle,
-        claims=tuple(KernelClaim(row.actor.name, row.cycle, row.claimed_at) for row in all_claims),
+        claims=tuple(claims),
         claimants=tuple(claimants.values()),
         submitters=tuple(submitters.values()),
-        workers=tuple(kernel_actor(a, boundaries[a.pk]) for a in actors),
-        links=links,
+        workers=tuple(kernel_actor(a, boundaries[a.pk]) for a in workers),
+        links=tuple(links),
+        contract=contract_among(cycle, contracts),
+        current_cycle=current,
     )
 
 
@@ -190,7 +400,7 @@ def rails_certainly_refuse(verifier: Any) -> Q:
     return (
         Q(task__isnull=True)
         | Q(cycle__isnull=True)
-        | Exists(TaskCycle.objects.filter(task=task, number__gt=cycle))
+        | Exists(_cycles_of(task).filter(number__gt=cycle))
         | Exists(Actor.objects.filter(Q(pk=verifier) & _unnamed()))
         | Exists(_claims_of(task, cycle).filter(bars("actor")))
         | Exists(_submissions_of(task, cycle).filter(bars("submitted_by")))

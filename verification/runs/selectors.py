@@ -66,6 +66,12 @@ def contract_of(task: Task, cycle: int) -> ContractAcceptance | None:
         .select_related("rubric", "accepted_by")
         .order_by("accepted_at", "id")
     )
+    return contract_among(cycle, rows)
+
+
+def contract_among(cycle: int, rows: list[ContractAcceptance]) -> ContractAcceptance | None:
+    """The contract of ``cycle`` among its acceptances ``rows`` (in ``accepted_at``, ``id`` order, each with its
+    ``accepted_by``), by the kernel's rule; for a caller that read them already (``cycle_workers``)."""
     records = [KernelAcceptance(row.rubric_id, row.accepted_by.name, row.cycle, row.accepted_at) for row in rows]
     chosen = current_contract(cycle=cycle, acceptances=records)
     if chosen is None:

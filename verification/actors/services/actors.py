@@ -197,9 +197,17 @@ def boundaries_of(actor: Actor) -> frozenset[str]:
 def boundaries_for(actors: Iterable[Actor]) -> dict[int, frozenset[str]]:
     """``boundaries_of`` for many actors in one query (the run path reads every worker's boundaries at once)."""
     listed = {a.pk: a for a in actors}
+    tokens = ApiToken.objects.filter(actor_id__in=listed).values_list("actor_id", "boundary") if listed else ()
+    return boundaries_from(listed.values(), tokens)
+
+
+def boundaries_from(actors: Iterable[Actor], tokens: Iterable[tuple[int, str]]) -> dict[int, frozenset[str]]:
+    """``boundaries_for`` from token rows (actor pk, boundary) the caller read already (``cycle_workers`` reads them
+    in its one query); rows of other actors are ignored."""
+    listed = {a.pk: a for a in actors}
     found: dict[int, set[str]] = {pk: set() for pk in listed}
-    if listed:
-        for actor_id, boundary in ApiToken.objects.filter(actor_id__in=listed).values_list("actor_id", "boundary"):
+    for actor_id, boundary in tokens:
+        if actor_id in found:
             found[actor_id].add(boundary)
     for pk, actor in listed.items():
         if actor.name == PORTAL_ACTOR_NAME:

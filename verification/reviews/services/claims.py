@@ -26,6 +26,7 @@ from verification.actors.models import Actor
 from verification.actors.roles import DECIDE_VERIFICATION
 from verification.actors.services.actors import actor_for_user, kernel_actor
 from verification.errors import NotFound, PermissionRefused, ServiceError
+from verification.kernel import actors as kactors
 from verification.kernel.errors import DecisionRefused, KernelError
 from verification.kernel.rails import check_approval_cycle, check_verifier
 from verification.kernel.reasons import Reason
@@ -33,7 +34,6 @@ from verification.reviews.models import ReviewLease
 from verification.reviews.selectors import claimable, in_queue
 from verification.runs.cycle_workers import cycle_workers, rails_certainly_refuse
 from verification.runs.models import Task, Verification
-from verification.runs.selectors import current_cycle
 from verification.trust.services import security_log
 
 DECIDE_PERMISSION: Final = DECIDE_VERIFICATION
@@ -210,19 +210,21 @@ class _BarredCheck:
     is always theirs. Once they bar a candidate, ``verifier`` is the actor's pk, and the claim query passes over
     everything ``rails_certainly_refuse`` bars from then on (a reviewer barred from one item is often barred from
     many: one query instead of the rails on each); until then it is None and the query is the plain one, compiled
-    once (most claims meet no barred item, and the filter costs the database planning time on every call)."""
+    once (most claims meet no barred item, and the filter costs the database planning time on every call).
+
+    The reviewer's actor is read once per call, its kernel record (with its boundaries) on the first candidate."""
 
     def __init__(self, user: Any) -> None:
         self.actor = actor_for_user(user)
         self.verifier: Any = None
+        self._record: kactors.Actor | None = None
 
     def __call__(self, candidate: _Candidate) -> bool:
         pk, task_pk, cycle = candidate
-        # The claim query returned the subject; no second read of the row. The rails read the task by its pk only.
-        verification = Verification(pk=pk, task_id=task_pk, cycle=cycle)
-        if task_pk is not None:
-            verification.task = Task(pk=task_pk)
-        if _rail_refusal(verification, self.actor) is None:
+        if self._record is None:
+            self._record = kernel_actor(self.actor)
+        # The claim query returned the subject; no second read of the row.
+        if _rail_refusal(Verification(pk=pk, task_id=task_pk, cycle=cycle), self.actor, self._record) is None:
             return False
         self.verifier = self.actor.pk
         return True
@@ -431,19 +433,20 @@ def review_skip(*, user: Any, verification: Verification, reason: str = "", now:
     return released
 
 
-def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
-    """Rails 1–3 with the reviewer's human actor as the verifier (SPEC §9); and the approval's cycle (rail 1)."""
-    task = locked.task
-    if task is None or locked.cycle is None:
+def _rail_refusal(locked: Verification, actor: Actor, verifier: kactors.Actor | None = None) -> KernelError | None:
+    """Rails 1–3 with the reviewer's human actor as the verifier (SPEC §9); and the approval's cycle (rail 1).
+    ``verifier`` is ``actor``'s kernel record when the caller read it already (``_BarredCheck``: once per call).
+    One query: the subject's ``cycle_workers``."""
+    if locked.task_id is None or locked.cycle is None:
         return ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject", status=409)
-    stale = check_approval_cycle(approval_cycle=locked.cycle, current_cycle=current_cycle(task))
+    # SPEC §1: the cycle's workers (claimants AND submitters), their boundaries, the link committers and the task's
+    # current cycle come from the one selector, exactly as for an automated run. It reads the task by its pk only.
+    found = cycle_workers(Task(pk=locked.task_id), locked.cycle)
+    stale = check_approval_cycle(approval_cycle=locked.cycle, current_cycle=found.current_cycle)
     if stale is not None:
         return DecisionRefused(stale, f"the verification is of cycle {locked.cycle}; the task has been reopened")
-    # SPEC §1: the cycle's workers (claimants AND submitters), their boundaries and the link committers come from the
-    # one selector, exactly as for an automated run.
-    found = cycle_workers(task, locked.cycle)
     refusal = check_verifier(
-        verifier=kernel_actor(actor),
+        verifier=verifier if verifier is not None else kernel_actor(actor),
         cycle=locked.cycle,
         claims=found.claims,
         links=found.links,

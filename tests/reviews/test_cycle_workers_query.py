@@ -1,0 +1,125 @@
+"""``cycle_workers`` in one query (issue 15): the same record as the row sources read one by one (claims, submitters,
+links, the workers' token boundaries, the contract, the task's current cycle), in one round trip; and the decision
+rails over it in one query, so "Next item" checks its candidate with one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, example, given, settings
+
+from tests.portal.conftest import Queue
+from tests.reviews.test_claim_filter import _build, _cases, _one_rule
+from verification.actors.models import Actor
+from verification.actors.services.actors import actor_for_user, boundaries_for, kernel_actor
+from verification.kernel.contracts import Claim as KernelClaim
+from verification.kernel.rails import Link as KernelLink
+from verification.reviews.services.claims import _rail_refusal
+from verification.runs.cycle_workers import CycleWorkers, cycle_workers
+from verification.runs.models import Claim, Link, Task, Verification
+from verification.runs.selectors import contract_of, current_cycle
+
+pytestmark = pytest.mark.django_db
+
+ACTOR_FIELDS = ("pk", "name", "kind", "user_id", "created_at")
+
+
+def _fields(actors: Any) -> list[tuple[Any, ...]]:
+    return [tuple(getattr(a, f) for f in ACTOR_FIELDS) for a in actors]
+
+
+def _one_by_one(task: Task, cycle: int) -> dict[str, Any]:
+    """The record as the sources give it read one query each (``cycle_workers`` before issue 15)."""
+    claims = list(Claim.objects.filter(task=task).select_related("actor").order_by("claimed_at", "id"))
+    claimants: dict[int, Actor] = {}
+    for claim in claims:
+        if claim.cycle == cycle:
+            claimants.setdefault(claim.actor.pk, claim.actor)
+    submitters: dict[int, Actor] = {}
+    rows = Verification.objects.filter(task=task, cycle=cycle, submitted_by__isnull=False)
+    for verification in rows.select_related("submitted_by").order_by("submitted_at", "id"):
+        if verification.submitted_by.pk not in claimants:
+            submitters.setdefault(verification.submitted_by.pk, verification.submitted_by)
+    actors = (*claimants.values(), *submitters.values())
+    boundaries = boundaries_for(actors)
+    links = Link.objects.filter(task=task).select_related("committing_actor").order_by("created_at", "id")
+    contract = contract_of(task, cycle)
+    return {
+        "claims": tuple(KernelClaim(row.actor.name, row.cycle, row.claimed_at) for row in claims),
+        "claimants": _fields(claimants.values()),
+        "submitters": _fields(submitters.values()),
+        "workers": tuple(kernel_actor(a, boundaries[a.pk]) for a in actors),
+        "links": tuple(
+            KernelLink(row.commit_id, row.committing_actor.name if row.committing_actor else None, row.superseded)
+            for row in links
+        ),
+        "contract": None
+        if contract is None
+        else (contract.pk, contract.rubric_id, contract.cycle, contract.accepted_at, contract.accepted_by.name),
+        "current_cycle": current_cycle(task),
+    }
+
+
+def _in_one(task: Task, cycle: int) -> tuple[dict[str, Any], CycleWorkers]:
+    with CaptureQueriesContext(connection) as queries:
+        found = cycle_workers(task, cycle)
+        contract = found.contract
+        record = {
+            "claims": found.claims,
+            "claimants": _fields(found.claimants),
+            "submitters": _fields(found.submitters),
+            "workers": found.workers,
+            "links": found.links,
+            "contract": None
+            if contract is None
+            else (contract.pk, contract.rubric_id, contract.cycle, contract.accepted_at, contract.accepted_by.name),
+            "current_cycle": found.current_cycle,
+        }
+    assert len(queries) == 1, [q["sql"] for q in queries]
+    return record, found
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_cases)
+@example(case=_one_rule(tokens=[(0, "ctr-1"), (1, "ctr-1"), (2, "ctr-2"), (4, "portal")], submissions=[(4, 1)]))
+@example(case=_one_rule(cycles=3, claims=[(2, 1), (1, 2), (2, 3)], links=[(None, True), (0, False)]))
+def test_one_query_reads_what_the_sources_give_one_by_one(case: dict[str, Any]) -> None:
+    with transaction.atomic():
+        verifications, _ = _build(case)
+        task = verifications[0].task
+        for cycle in range(1, 4):
+            record, _ = _in_one(task, cycle)
+            assert record == _one_by_one(task, cycle), (case, cycle)
+        transaction.set_rollback(True)
+
+
+def test_the_contract_and_its_acceptor_come_with_the_workers(queue: Queue) -> None:
+    """A real cycle: contract accepted by the owner, claimed and submitted by the agent through its token."""
+    verification = queue.unknown("with a contract")
+    record, found = _in_one(verification.task, verification.cycle)
+    assert record == _one_by_one(verification.task, verification.cycle)
+    assert found.contract is not None and found.acceptor == queue.world.owner.actor
+    assert found.acceptor_id == queue.world.owner.actor.name
+    assert found.is_worker(queue.world.agent.actor) and found.workers[0].boundaries
+
+
+def test_the_rails_on_a_candidate_take_one_query(queue: Queue, reviewer: Any) -> None:
+    """The decision rails with the reviewer's record read once: one query per candidate, allowed or barred."""
+    plain = queue.unknown("plain")
+    own = queue.self_review_trap(reviewer)
+    actor = actor_for_user(reviewer)
+    verifier = kernel_actor(actor)
+    for verification, barred in ((plain, False), (own, True)):
+        candidate = Verification(pk=verification.pk, task_id=verification.task_id, cycle=verification.cycle)
+        with CaptureQueriesContext(connection) as queries:
+            refusal = _rail_refusal(candidate, actor, verifier)
+        assert len(queries) == 1
+        assert (refusal is not None) == barred
+        again = _rail_refusal(Verification.objects.get(pk=verification.pk), actor)  # the actor's record read anew
+        assert (None if refusal is None else (refusal.reason, refusal.detail)) == (
+            None if again is None else (again.reason, again.detail)
+        )
+    assert refusal is not None and refusal.reason == "worker-self-verification"
