@@ -3,7 +3,7 @@
 Two sources, each where it is exact and cheap:
 
 - **Events are counted in the process where they happen** (prometheus-client; the counters are in
-  ``verification/records/metrics.py``): run latency by verdict, submissions and runs by status, refusals by reason code,
+  ``verification/metrics.py``): run latency by verdict, submissions and runs by status, refusals by reason code,
   Celery retries. Under gunicorn and Celery's prefork pool every worker is its own process, so set
   ``PROMETHEUS_MULTIPROC_DIR`` (an empty directory, the same for the web and the workers of a host, wiped at each
   start): prometheus-client then keeps each process's values in a file there and the scrape sums them
@@ -37,7 +37,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from verification.records.metrics import REFUSALS, RETRIES, RUN_SECONDS, RUNS, SUBMISSIONS
+from verification.metrics import REFUSALS, RETRIES, RUN_SECONDS, RUNS, SUBMISSIONS
 
 TOKEN_SETTING: Final = "REVIEWPORTAL_METRICS_TOKEN"  # noqa: S105 - the setting's name, not a secret
 NETWORKS_SETTING: Final = "REVIEWPORTAL_METRICS_NETWORKS"

@@ -35,8 +35,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from verification import metrics
 from verification.errors import NotFound
-from verification.records import metrics
 from verification.runs.services import run as services
 from verification.trust.signing import SigningKeyUnavailable
 

@@ -20,6 +20,7 @@ from verification.evidence.selectors import CitingVerification, RecordedCitation
 from verification.kernel.keys import PublicKey
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import STEP_NAMES, StepStatus
+from verification.reviews import selectors as reviews_selectors
 from verification.runs.models import Verification
 from verification.trust import selectors as trust_selectors
 from verification.trust.models import PinEntry, SigningKey
@@ -399,7 +400,7 @@ def user_rows(*, now: datetime | None = None) -> list[UserRow]:
     """Every portal user, with roles (in the registry's order), actor, active tokens and leases held now."""
     actors = actors_selectors.actors_by_user()
     tokens = actors_selectors.active_tokens_by_user()
-    leases = actors_selectors.leases_held_by_user(now=now)
+    leases = reviews_selectors.leases_held_by_user(now=now)
     out = []
     for user in actors_selectors.portal_users():
         names = {g.name for g in user.groups.all()}

@@ -26,6 +26,7 @@ from verification.actors import selectors as actors_selectors
 from verification.actors.services import users
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
+from verification.reviews import selectors as reviews_selectors
 from verification.trust import selectors as trust_selectors
 
 KEPT_TOKEN: Final = "admin.token"  # noqa: S105 - a session key, not a secret
@@ -93,7 +94,7 @@ def _user_context(user: Any, **extra: Any) -> dict[str, Any]:
         "roles_form": RolesForm(initial={"roles": users.roles_of(user)}),
         "actor": actor,
         "tokens": actors_selectors.token_rows(actor=actor.name) if actor is not None else [],
-        "leases": actors_selectors.leases_held(user),
+        "leases": reviews_selectors.leases_held(user),
         "log": trust_selectors.security_log_of_user(user),
         **extra,
     }

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 
 from verification.actors.models import Actor, ApiToken
-from verification.reviews.models import ReviewLease
 
 
 def actor_get(name: str) -> Actor | None:
@@ -46,31 +43,12 @@ def active_tokens_by_user() -> dict[Any, int]:
     )
 
 
-def leases_held_by_user(*, now: datetime | None = None) -> dict[Any, int]:
-    """How many review leases each user holds at ``now`` (unreleased, unexpired), by user id."""
-    when = now or timezone.now()
-    return dict(
-        ReviewLease.objects.filter(released_at__isnull=True, expires_at__gt=when)
-        .values_list("holder_id")
-        .annotate(n=Count("verification"))
-    )
-
-
 def user_get(user_id: Any) -> Any:
     try:
         pk = int(user_id)
     except (TypeError, ValueError):
         return None
     return get_user_model().objects.filter(pk=pk).first()
-
-
-def leases_held(user: Any, *, now: datetime | None = None) -> list[ReviewLease]:
-    when = now or timezone.now()
-    return list(
-        ReviewLease.objects.filter(holder=user, released_at__isnull=True, expires_at__gt=when)
-        .select_related("verification", "verification__task")
-        .order_by("expires_at")
-    )
 
 
 def token_rows(*, actor: str = "", state: str = "") -> QuerySet[ApiToken]:

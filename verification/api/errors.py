@@ -37,7 +37,7 @@ from rest_framework.response import Response
 
 from verification.kernel.errors import KernelError, StrictJSONError
 from verification.kernel.reasons import Reason, explain
-from verification.records.metrics import count_refusal
+from verification.metrics import count_refusal
 
 logger = logging.getLogger("verification.api")
 

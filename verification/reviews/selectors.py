@@ -38,6 +38,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from verification import cursors
 from verification.errors import ServiceError
@@ -445,3 +446,22 @@ def awaiting_evidence_items(*, limit: int = 200) -> list[dict[str, Any]]:
         )
     }
     return [{"request": r, "rerun": followers.get(r.verification_id)} for r in requests]
+
+
+def leases_held_by_user(*, now: datetime | None = None) -> dict[Any, int]:
+    """How many review leases each user holds at ``now`` (unreleased, unexpired), by user id."""
+    when = now or timezone.now()
+    return dict(
+        ReviewLease.objects.filter(released_at__isnull=True, expires_at__gt=when)
+        .values_list("holder_id")
+        .annotate(n=Count("verification"))
+    )
+
+
+def leases_held(user: Any, *, now: datetime | None = None) -> list[ReviewLease]:
+    when = now or timezone.now()
+    return list(
+        ReviewLease.objects.filter(holder=user, released_at__isnull=True, expires_at__gt=when)
+        .select_related("verification", "verification__task")
+        .order_by("expires_at")
+    )

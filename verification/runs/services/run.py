@@ -20,6 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
+from verification import metrics
 from verification.actors.services.actors import portal_service_actor
 from verification.errors import NotFound
 from verification.kernel.errors import InvariantError
@@ -28,7 +29,6 @@ from verification.kernel.evaluation import (
 )
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Authority
-from verification.records import metrics
 from verification.runs import run_signal
 from verification.runs.models import Verification
 from verification.runs.services import events

@@ -50,8 +50,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from verification import metrics
 from verification.actors.models import Actor, ApiToken
-from verification.actors.ownership import require_worker_of
 from verification.actors.services.actors import require_token_of
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -59,9 +59,9 @@ from verification.evidence.services import evidence_admit_many
 from verification.kernel.canonical import canonicalize
 from verification.kernel.criteria import CriterionKind
 from verification.kernel.reasons import Reason
-from verification.records import metrics
 from verification.runs.cycle_workers import cycle_workers
 from verification.runs.models import ArrivedResult, Task, TaskCycle, Verification
+from verification.runs.ownership import require_worker_of
 from verification.runs.selectors import contract_of, current_cycle, rubric_criteria
 from verification.runs.services.body_rules import check_author, invalid, refuse_mismatch
 from verification.runs.services.run import seq0

@@ -19,7 +19,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from verification.actors.models import Actor, ActorKind, ApiToken
-from verification.actors.ownership import require_owner_or_admin, require_owner_or_contract_owner
 from verification.actors.services.actors import PORTAL_ACTOR_NAME, boundaries_of, kernel_actor, require_token_of
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Baseline, ChangeManifest, Evidence, FrozenCase
@@ -31,6 +30,7 @@ from verification.kernel.expressions import is_symbol
 from verification.kernel.reasons import Reason
 from verification.runs.cycle_workers import cycle_workers
 from verification.runs.models import Claim, ContractAcceptance, Link, Rubric, Task, TaskCycle
+from verification.runs.ownership import require_owner_or_admin, require_owner_or_contract_owner
 from verification.runs.selectors import current_cycle
 
 FIRST_CYCLE: Final = 1
