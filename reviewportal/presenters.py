@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason, explain_if_registered
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,4 @@ def segments(text: str, spans: Sequence[tuple[int, int]]) -> list[Segment]:
 
 def explain_code(code: Reason | str | None) -> str:
     """The registry's sentence for a code (SPEC §11); empty for none or for a code the registry does not know."""
-    if code is None:
-        return ""
-    try:
-        return explain(code)
-    except ValueError:
-        return ""
+    return explain_if_registered(code) or ""

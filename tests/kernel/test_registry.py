@@ -22,7 +22,7 @@ import pytest
 import verification.kernel as kernel_package
 from tests.conftest import vectors_required
 from verification.kernel.errors import KernelError
-from verification.kernel.reasons import EXPLANATIONS, Reason, explain, is_registered
+from verification.kernel.reasons import EXPLANATIONS, Reason, explain, explain_if_registered, is_registered
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL_DIR = REPO / "verification" / "kernel"
@@ -115,6 +115,14 @@ def test_registration_lookups() -> None:
     # reasons.explain documents KeyError for an unknown code, Reason(code) raises ValueError (see the report).
     with pytest.raises((KeyError, ValueError)):
         explain("no-such-code")
+
+
+def test_explain_if_registered_is_explain_or_none() -> None:
+    """The one lenient lookup the API's view and the portal's pages share (issue 12: it was written three times)."""
+    assert explain_if_registered("missing-baseline") == explain(Reason.MISSING_BASELINE)
+    assert explain_if_registered(Reason.MISSING_BASELINE) == explain(Reason.MISSING_BASELINE)
+    for nothing in (None, "", "no-such-code", 0, "MISSING-BASELINE"):
+        assert explain_if_registered(nothing) is None
 
 
 # --- every code the SPEC names is registered (SPEC §11) -----------------------------------------------------------

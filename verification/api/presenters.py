@@ -15,7 +15,7 @@ from verification.kernel.chain import format_created_at
 from verification.kernel.criteria import CriterionKind
 from verification.kernel.determination import CriterionResult, Outcome, Status, roll_up
 from verification.kernel.evaluation import integrity_from_payload, read_outcome
-from verification.kernel.reasons import Reason, explain
+from verification.kernel.reasons import Reason, explain, explain_if_registered
 from verification.runs import selectors as run_selectors
 from verification.runs.models import Verification
 from verification.trust.selectors import receipt_payload, untrusted_head
@@ -118,13 +118,6 @@ UNTRUSTED_HEAD_VIEW: Final[Mapping[str, Any]] = {
 }
 
 
-def _explain_code(code: object) -> str | None:
-    try:
-        return explain(Reason(str(code))) if code else None
-    except ValueError:
-        return None
-
-
 def verification_view(verification: Verification, *, now: datetime) -> dict[str, Any]:
     """A verification as the API returns it (the second seed's shape) resolved at ``now``.
 
@@ -178,7 +171,7 @@ def verification_view(verification: Verification, *, now: datetime) -> dict[str,
         view["kernel_verdict"] = payload.get("verdict")
         reason = payload.get("reason")
         view["reason"] = reason
-        view["reason_text"] = _explain_code(reason)
+        view["reason_text"] = explain_if_registered(reason)
         # The per-criterion results are those of the latest run or result the decision superseded, as read now.
         automated = run_selectors.latest_automated(verification)
         if automated is not None:

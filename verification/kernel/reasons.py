@@ -317,6 +317,16 @@ def explain(code: Reason | str) -> str:
     return EXPLANATIONS[Reason(code)]
 
 
+def explain_if_registered(code: object) -> str | None:
+    """``explain`` for a value read back from storage or a page: None for no code or one the registry does not know."""
+    if not code:
+        return None
+    try:
+        return EXPLANATIONS[Reason(str(code))]
+    except ValueError:
+        return None
+
+
 def is_registered(code: str) -> bool:
     try:
         Reason(code)
