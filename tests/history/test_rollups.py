@@ -19,7 +19,7 @@ from tests.history.conftest import Bulk, Story, decide
 from tests.portal.conftest import Queue
 from verification import models
 from verification.actors.services.actors import actor_for_user
-from verification.records import rollups
+from verification.records import rollups, rollups_sql, rollups_triggers
 from verification.reviews.services.findings import finding_close
 from verification.runs.models import Verification
 
@@ -74,11 +74,11 @@ def varied_records(queue: Queue, bulk: Bulk, story: Story, reviewer: Any, manage
 
 def test_the_table_names_in_the_sql_are_the_models() -> None:
     tables = {model._meta.db_table for model in ROLLUP_MODELS}
-    assert tables == set(rollups.ROLLUP_TABLES)
-    assert models.Verification._meta.db_table == rollups.VERIFICATION
-    assert models.ReviewDecision._meta.db_table == rollups.DECISION
-    assert models.Finding._meta.db_table == rollups.FINDING
-    assert models.FindingEvent._meta.db_table == rollups.FINDING_EVENT
+    assert tables == set(rollups_sql.ROLLUP_TABLES)
+    assert models.Verification._meta.db_table == rollups_sql.VERIFICATION
+    assert models.ReviewDecision._meta.db_table == rollups_sql.DECISION
+    assert models.Finding._meta.db_table == rollups_sql.FINDING
+    assert models.FindingEvent._meta.db_table == rollups_sql.FINDING_EVENT
 
 
 def test_what_the_triggers_keep_is_what_a_rebuild_recomputes(
@@ -86,18 +86,19 @@ def test_what_the_triggers_keep_is_what_a_rebuild_recomputes(
 ) -> None:
     varied_records(queue, bulk, story, reviewer, manager)
     kept = snapshot()
-    assert kept[rollups.MEMBER] and kept[rollups.BACKLOG] and kept[rollups.DECISION_DAY] and kept[rollups.DELAY]
-    assert kept[rollups.VERIFICATION_DAY] and kept[rollups.FINDING_DAY] and kept[rollups.OPEN_FINDINGS]
+    assert kept[rollups_sql.MEMBER] and kept[rollups_sql.BACKLOG]
+    assert kept[rollups_sql.DECISION_DAY] and kept[rollups_sql.DELAY]
+    assert kept[rollups_sql.VERIFICATION_DAY] and kept[rollups_sql.FINDING_DAY] and kept[rollups_sql.OPEN_FINDINGS]
     rollups.rebuild(connection)
     assert snapshot() == kept
 
 
 def test_the_triggers_are_in_place_and_come_back_with_a_recount(queue: Queue, bulk: Bulk) -> None:
-    names = rollups.trigger_names(connection.vendor)
+    names = rollups_triggers.trigger_names(connection.vendor)
     assert rollups.installed(connection) == names
     assert not rollups.ensure_installed(connection)  # nothing missing: nothing done
     with owner_cursor() as cursor:  # triggers are the owner's to drop and create (SPEC §8)
-        for sql in rollups.uninstall_sql(connection.vendor):
+        for sql in rollups_triggers.uninstall_sql(connection.vendor):
             cursor.execute(sql)
     assert not rollups.installed(connection)
     bulk.add(2, start=timezone.now() - HOUR, verdict="MISMATCH", automated_verdict="MISMATCH",
@@ -110,24 +111,24 @@ def test_the_triggers_are_in_place_and_come_back_with_a_recount(queue: Queue, bu
 
 
 def test_installing_drops_a_rollup_trigger_an_earlier_version_left(queue: Queue) -> None:
-    stale = f"{rollups.PREFIX}old_version"
+    stale = f"{rollups_sql.PREFIX}old_version"
     with owner_cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
                 f"CREATE FUNCTION {stale}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"
             )
             cursor.execute(
-                f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups.VERIFICATION} '
+                f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups_sql.VERIFICATION} '
                 f"FOR EACH STATEMENT EXECUTE FUNCTION {stale}()"
             )
         else:
             cursor.execute(
-                f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups.VERIFICATION} BEGIN SELECT 1; END'
+                f'CREATE TRIGGER "{stale}" AFTER INSERT ON {rollups_sql.VERIFICATION} BEGIN SELECT 1; END'
             )
     assert stale in rollups.installed(connection)
     with as_owner():
         assert rollups.ensure_installed(connection)  # the set differs: reinstalled
-    assert rollups.installed(connection) == rollups.trigger_names(connection.vendor)
+    assert rollups.installed(connection) == rollups_triggers.trigger_names(connection.vendor)
 
 
 def test_a_time_zone_other_than_utc_is_refused(settings: Any) -> None:
@@ -151,7 +152,7 @@ def test_the_rebuild_command_recounts_what_was_lost(queue: Queue, bulk: Bulk) ->
     models.VerificationDayCount.objects.all().delete()
     out = StringIO()
     call_command("rebuild_rollups", stdout=out)
-    assert "rollups recomputed" in out.getvalue() and rollups.BACKLOG in out.getvalue()
+    assert "rollups recomputed" in out.getvalue() and rollups_sql.BACKLOG in out.getvalue()
     assert snapshot() == kept
 
 

@@ -13,6 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections, transaction
 
 from verification.records import rollups
+from verification.records.rollups_sql import ROLLUP_TABLES
+from verification.records.rollups_triggers import trigger_names
 
 
 class Command(BaseCommand):
@@ -30,7 +32,7 @@ class Command(BaseCommand):
                     rollups.rebuild(connection)
         except NotImplementedError as exc:
             raise CommandError(str(exc)) from None
-        missing = rollups.trigger_names(connection.vendor) - rollups.installed(connection)
+        missing = trigger_names(connection.vendor) - rollups.installed(connection)
         if missing:
             raise CommandError(f"rollup tables missing or triggers not installed: {sorted(missing)}; run migrate")
         self.stdout.write(
@@ -43,7 +45,7 @@ class Command(BaseCommand):
 def _counts(connection: Any) -> list[tuple[str, int]]:
     with connection.cursor() as cursor:
         out = []
-        for table in rollups.ROLLUP_TABLES:
+        for table in ROLLUP_TABLES:
             cursor.execute(f"SELECT COUNT(*) FROM {table}")  # noqa: S608 - the module's own table names
             out.append((table, int(cursor.fetchone()[0])))
         return out
