@@ -3,9 +3,9 @@ the rebuild share, and the rebuild's statements.
 
 The pieces differ between the vendors only in their date and time functions (``Dialect``): a trigger body on SQLite
 (``rollups_triggers.TRIGGERS``, once per row) and on PostgreSQL (``rollups_triggers.PG_TRIGGERS``, once per statement
-over its transition tables) is built from the same ``refresh_membership``/``queue_member_select`` and
-``count_outcome``/``completed``/``abstained`` as ``rebuild_sql``, so a count kept by a trigger and one recomputed by
-the rebuild follow one definition.
+over its transition tables) is built from the same pieces as ``rebuild_sql``: the member spans
+(``_queue_member_select``, which ``refresh_membership`` runs) and the outcome shares (``completed``/``abstained``,
+which ``count_outcome`` adds), so a count kept by a trigger and one recomputed by the rebuild follow one definition.
 """
 
 # ruff: noqa: S608 - every statement here is built from this module's own constants (table names, SQL fragments); no values

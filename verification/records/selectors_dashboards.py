@@ -123,16 +123,31 @@ def backlog_by_age(*, now: datetime) -> list[tuple[str, str, int]]:
     return [(key, label, result[key]) for key, label, _, _ in AGE_BUCKETS]
 
 
-@dataclass(frozen=True)
-class DayDecisions:
-    day: date
-    passed: int
-    failed: int
-    more_evidence: int
+@dataclass(frozen=True, kw_only=True)
+class DecisionCounts:
+    """Reviewers' actions counted together (a day's, a reviewer's): PASS, FAIL and needs more evidence."""
+
+    passed: int = 0
+    failed: int = 0
+    more_evidence: int = 0
 
     @property
     def total(self) -> int:
         return self.passed + self.failed + self.more_evidence
+
+
+def _decision_sums() -> dict[str, Sum]:
+    """The fields of ``DecisionCounts`` summed over ``DecisionDayCount`` rows, one filtered sum per action."""
+    return {
+        "passed": Sum("n", filter=Q(action=ReviewAction.PASS), default=0),
+        "failed": Sum("n", filter=Q(action=ReviewAction.FAIL), default=0),
+        "more_evidence": Sum("n", filter=Q(action=ReviewAction.MORE_EVIDENCE), default=0),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class DayDecisions(DecisionCounts):
+    day: date
 
 
 def _in_period(period: Period, column: str = "created_at") -> Q:
@@ -147,19 +162,9 @@ def _days_of(period: Period) -> Q:
 def decisions_per_day(*, period: Period) -> list[DayDecisions]:
     """Reviewers' actions per day of the period (PASS, FAIL, needs more evidence); one grouped query over the daily
     rollup (``DecisionDayCount``)."""
-    counts: dict[tuple[date, str], int] = {}
-    rows = DecisionDayCount.objects.filter(_days_of(period)).order_by().values("day", "action").annotate(n=Sum("n"))
-    for row in rows:
-        counts[(row["day"], row["action"])] = row["n"]
-    return [
-        DayDecisions(
-            day,
-            counts.get((day, ReviewAction.PASS.value), 0),
-            counts.get((day, ReviewAction.FAIL.value), 0),
-            counts.get((day, ReviewAction.MORE_EVIDENCE.value), 0),
-        )
-        for day in period.day_list
-    ]
+    rows = DecisionDayCount.objects.filter(_days_of(period)).order_by().values("day").annotate(**_decision_sums())
+    counts = {row.pop("day"): row for row in rows}
+    return [DayDecisions(day=day, **counts.get(day, {})) for day in period.day_list]
 
 
 @dataclass(frozen=True)
@@ -207,16 +212,9 @@ def time_to_decision(*, period: Period) -> TimeToDecision:
     return TimeToDecision(n, percentile(0.5), percentile(0.9))
 
 
-@dataclass(frozen=True)
-class ReviewerCount:
+@dataclass(frozen=True, kw_only=True)
+class ReviewerCount(DecisionCounts):
     username: str
-    passed: int
-    failed: int
-    more_evidence: int
-
-    @property
-    def total(self) -> int:
-        return self.passed + self.failed + self.more_evidence
 
 
 def reviewer_counts(*, period: Period) -> list[ReviewerCount]:
@@ -225,13 +223,9 @@ def reviewer_counts(*, period: Period) -> list[ReviewerCount]:
         DecisionDayCount.objects.filter(_days_of(period))
         .order_by()
         .values("user__username")
-        .annotate(
-            passed=Sum("n", filter=Q(action=ReviewAction.PASS), default=0),
-            failed=Sum("n", filter=Q(action=ReviewAction.FAIL), default=0),
-            more=Sum("n", filter=Q(action=ReviewAction.MORE_EVIDENCE), default=0),
-        )
+        .annotate(**_decision_sums())
     )
-    out = [ReviewerCount(r["user__username"], r["passed"], r["failed"], r["more"]) for r in rows]
+    out = [ReviewerCount(username=row.pop("user__username"), **row) for row in rows]
     return sorted((r for r in out if r.total), key=lambda r: (-r.total, r.username))
 
 
