@@ -250,12 +250,13 @@ def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_
     barred = [queue.self_review_trap(reviewer, title=f"own work {i}") for i in range(3)]
     plain = queue.unknown("after them")
     runs: list[Any] = []
+    rails = reviews._rails_over
 
-    def counted(locked: Verification, actor: Actor, verifier: Any = None) -> Any:
-        runs.append(locked.pk)
-        return _rail_refusal(locked, actor, verifier)
+    def counted(found: Any, verifier: Any) -> Any:
+        runs.append(found.task.pk)
+        return rails(found, verifier)
 
-    monkeypatch.setattr(reviews, "_rail_refusal", counted)
+    monkeypatch.setattr(reviews, "_rails_over", counted)
     assert review_claim_next(user=reviewer) == plain
-    assert runs == [barred[0].pk, plain.pk]
+    assert runs == [barred[0].task_id, plain.task_id]
     assert all(_never_leased(item) for item in barred)

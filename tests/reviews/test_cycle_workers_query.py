@@ -17,7 +17,7 @@ from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, boundaries_for, kernel_actor
 from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.rails import Link as KernelLink
-from verification.reviews.services.claims import _rail_refusal
+from verification.reviews.services.claims import _rail_refusal, _rails_over, review_claim_next
 from verification.runs.cycle_workers import CycleWorkers, cycle_workers
 from verification.runs.models import Claim, Link, Task, Verification
 from verification.runs.selectors import contract_of, current_cycle
@@ -107,19 +107,30 @@ def test_the_contract_and_its_acceptor_come_with_the_workers(queue: Queue) -> No
 
 
 def test_the_rails_on_a_candidate_take_one_query(queue: Queue, reviewer: Any) -> None:
-    """The decision rails with the reviewer's record read once: one query per candidate, allowed or barred."""
+    """ "Next item"'s check of a candidate: the workers and the reviewer's actor with its boundaries in one query,
+    with the outcome of the rails over the actor read by itself; allowed or barred."""
     plain = queue.unknown("plain")
-    own = queue.self_review_trap(reviewer)
+    own = queue.self_review_trap(reviewer)  # the reviewer's actor claimed it through its token (a boundary)
     actor = actor_for_user(reviewer)
-    verifier = kernel_actor(actor)
     for verification, barred in ((plain, False), (own, True)):
-        candidate = Verification(pk=verification.pk, task_id=verification.task_id, cycle=verification.cycle)
         with CaptureQueriesContext(connection) as queries:
-            refusal = _rail_refusal(candidate, actor, verifier)
+            found = cycle_workers(Task(pk=verification.task_id), verification.cycle, reviewer=reviewer)
+            refusal = _rails_over(found, found.verifier)
         assert len(queries) == 1
-        assert (refusal is not None) == barred
-        again = _rail_refusal(Verification.objects.get(pk=verification.pk), actor)  # the actor's record read anew
+        assert found.reviewer == actor and found.verifier == kernel_actor(actor) and found.verifier.boundaries
+        again = _rail_refusal(Verification.objects.get(pk=verification.pk), actor)
         assert (None if refusal is None else (refusal.reason, refusal.detail)) == (
             None if again is None else (again.reason, again.detail)
         )
+        assert (refusal is not None) == barred
     assert refusal is not None and refusal.reason == "worker-self-verification"
+
+
+def test_a_reviewer_without_an_actor_reads_none_and_claims_with_a_new_one(queue: Queue, make_user: Any) -> None:
+    """A reviewer's first claim: the query finds no actor for it; "Next item" creates it (as ``actor_for_user``)."""
+    plain = queue.unknown("plain")
+    newcomer = make_user("newcomer", "reviewer")
+    found = cycle_workers(plain.task, plain.cycle, reviewer=newcomer)
+    assert found.reviewer is None and found.verifier is None
+    assert review_claim_next(user=newcomer) == plain
+    assert Actor.objects.filter(user=newcomer).exists()

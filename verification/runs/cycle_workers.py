@@ -108,6 +108,10 @@ class CycleWorkers:
     contract: ContractAcceptance | None = None
     #: The task's current cycle (its latest; 1 for a task without cycle rows): ``cycle`` is stale when it is older.
     current_cycle: int = 1
+    #: Asked with ``reviewer=`` (a portal user): its actor (None while it has none), and that actor's kernel record with
+    #: the boundaries of its tokens (the decision rails' verifier).
+    reviewer: Actor | None = None
+    verifier: kactors.Actor | None = None
 
     @property
     def actors(self) -> tuple[Actor, ...]:
@@ -144,7 +148,7 @@ class CycleWorkers:
 # --- the one query ----------------------------------------------------------------------------------------------------
 
 #: Where a row of the one query comes from (its first column), which is also the rows' order.
-_CURRENT, _CLAIM, _SUBMISSION, _LINK, _TOKEN, _CONTRACT = range(6)
+_CURRENT, _CLAIM, _SUBMISSION, _LINK, _TOKEN, _CONTRACT, _REVIEWER, _REVIEWER_TOKEN = range(8)
 #: The columns every part of the query selects (a part fills what it has and NULL the rest): where the row comes
 #: from, its place in its source's order, a time, a cycle number, an actor (pk, name, kind, user, created_at), a text
 #: (a link's commit, a token's boundary, a contract's rubric), a flag (a link superseded) and a row id (a contract's).
@@ -180,9 +184,10 @@ def _part(rows: QuerySet[Any], src: int, order: tuple[str, ...] = (), actor: str
     return rows.order_by().annotate(**columns).values_list(*_COLUMNS)
 
 
-def _workers_query(task: Any, cycle: Any) -> QuerySet[Any]:
+def _workers_query(task: Any, cycle: Any, reviewer: Any = None) -> QuerySet[Any]:
     """Everything ``cycle_workers`` reads, as one ``UNION ALL`` of the row sources above (the same ones
-    ``rails_certainly_refuse`` is built from), in source order and each source in its own."""
+    ``rails_certainly_refuse`` is built from), in source order and each source in its own. With ``reviewer`` (a
+    portal user's pk) also that user's actor and its tokens' boundaries (the decision rails' verifier)."""
     current = _cycles_of(task).values("task").annotate(top=Max("number"))
     parts = [
         _part(current, _CURRENT, w_number=F("top")),
@@ -208,71 +213,79 @@ def _workers_query(task: Any, cycle: Any) -> QuerySet[Any]:
             w_row=F("id"),
         ),
     ]
+    if reviewer is not None:
+        own = {"w_actor": F("id"), "w_name": F("name"), "w_kind": F("kind"), "w_user": F("user")}
+        parts += [
+            _part(Actor.objects.filter(user=reviewer), _REVIEWER, w_created=F("created_at"), **own),
+            _part(
+                ApiToken.objects.filter(actor__user=reviewer), _REVIEWER_TOKEN, w_actor=F("actor"), w_text=F("boundary")
+            ),  # fmt: skip
+        ]
     return parts[0].union(*parts[1:], all=True).order_by("w_src", "w_seq")
 
 
 @dataclass(frozen=True)
 class _Compiled:
-    """The one query as SQL text with its parameters, where the task's and the cycle's go, and the output fields
-    whose database converters its rows need (SQLite's datetimes and booleans)."""
+    """The one query as SQL text with its parameters, where each argument's go, and the output fields whose database
+    converters its rows need (SQLite's datetimes and booleans)."""
 
     sql: str
     params: tuple[Any, ...]
-    task_at: tuple[int, ...]
-    cycle_at: tuple[int, ...]
+    positions: dict[str, tuple[int, ...]]
     outputs: tuple[Any, ...]
 
 
-#: Per (connection alias, vendor): compiled once, then run with the task and the cycle put in its parameters.
-_COMPILED: dict[tuple[str, str], _Compiled] = {}
-_TASK_PROBES: Final = (uuid.UUID(int=0xC0FFEE01), uuid.UUID(int=0xC0FFEE02))
-_CYCLE_PROBES: Final = (1_000_003, 1_000_004)
+#: Per (connection alias, vendor, with a reviewer): compiled once, then run with its arguments in its parameters.
+_COMPILED: dict[tuple[str, str, bool], _Compiled] = {}
+#: Two probe values per argument, and each one's database form.
+_PROBES: Final[dict[str, tuple[Any, Any]]] = {
+    "task": (uuid.UUID(int=0xC0FFEE01), uuid.UUID(int=0xC0FFEE02)),
+    "cycle": (1_000_003, 1_000_004),
+    "reviewer": (1_000_005, 1_000_006),
+}
 
 
-def _task_param(task_pk: Any) -> Any:
-    return Claim._meta.get_field("task").get_db_prep_value(task_pk, connection)
+def _param(name: str, value: Any) -> Any:
+    if name == "task":
+        return Claim._meta.get_field("task").get_db_prep_value(value, connection)
+    return value
 
 
-def _compiled() -> _Compiled:
-    """``_workers_query`` compiled once per connection alias and vendor: compiled with two probe tasks and two probe
-    cycles, the parameters that differ are exactly the task's and the cycle's (each checked to be its probe's form)."""
-    key = (connection.alias, connection.vendor)
+def _compiled(with_reviewer: bool) -> _Compiled:
+    """``_workers_query`` compiled once per connection alias and vendor: compiled with the first probe of every
+    argument, then with each argument's second, the parameters that differ are exactly that argument's (each checked
+    to be its probe's database form; the SQL text must not change)."""
+    key = (connection.alias, connection.vendor, with_reviewer)
     found = _COMPILED.get(key)
     if found is not None:
         return found
-    (task_a, task_b), (cycle_a, cycle_b) = _TASK_PROBES, _CYCLE_PROBES
-    compilers = [
-        _workers_query(t, c).query.get_compiler(using=connection.alias)
-        for t, c in ((task_a, cycle_a), (task_b, cycle_a), (task_a, cycle_b))
-    ]
-    (sql, base), (sql_task, by_task), (sql_cycle, by_cycle) = [c.as_sql() for c in compilers]
-    task_at = tuple(i for i, (a, b) in enumerate(zip(base, by_task, strict=True)) if a != b)
-    cycle_at = tuple(i for i, (a, b) in enumerate(zip(base, by_cycle, strict=True)) if a != b)
-    if (
-        sql != sql_task
-        or sql != sql_cycle
-        or not task_at
-        or not cycle_at
-        or any(base[i] != _task_param(task_a) or by_task[i] != _task_param(task_b) for i in task_at)
-        or any(base[i] != cycle_a or by_cycle[i] != cycle_b for i in cycle_at)
-    ):
-        raise AssertionError("cycle_workers: the query's task and cycle are not plain parameters")  # noqa: TRY003
-    compiler = compilers[0]
+    names = ("task", "cycle", "reviewer") if with_reviewer else ("task", "cycle")
+    first = {name: _PROBES[name][0] for name in names}
+    compiler = _workers_query(**first).query.get_compiler(using=connection.alias)
+    sql, base = compiler.as_sql()
+    positions: dict[str, tuple[int, ...]] = {}
+    for name in names:
+        other = _workers_query(**{**first, name: _PROBES[name][1]}).query.get_compiler(using=connection.alias)
+        other_sql, params = other.as_sql()
+        at = tuple(i for i, (a, b) in enumerate(zip(base, params, strict=True)) if a != b)
+        a, b = (_param(name, probe) for probe in _PROBES[name])
+        if other_sql != sql or not at or any(base[i] != a or params[i] != b for i in at):
+            raise AssertionError(f"cycle_workers: the query's {name} is not a plain parameter")  # noqa: TRY003
+        positions[name] = at
     outputs = tuple(expr.output_field for expr, _, _ in compiler.select)
-    found = _Compiled(sql, tuple(base), task_at, cycle_at, outputs)
+    found = _Compiled(sql, tuple(base), positions, outputs)
     _COMPILED[key] = found
     return found
 
 
-def _rows(task_pk: Any, cycle: int) -> Iterable[tuple[Any, ...]]:
-    """The one query's rows for ``task_pk``'s ``cycle``, in Python's types."""
-    compiled = _compiled()
+def _rows(**arguments: Any) -> Iterable[tuple[Any, ...]]:
+    """The one query's rows for ``arguments`` (task pk, cycle and optionally reviewer pk), in Python's types."""
+    compiled = _compiled("reviewer" in arguments)
     params = list(compiled.params)
-    task_param = _task_param(task_pk)
-    for i in compiled.task_at:
-        params[i] = task_param
-    for i in compiled.cycle_at:
-        params[i] = cycle
+    for name, value in arguments.items():
+        param = _param(name, value)
+        for i in compiled.positions[name]:
+            params[i] = param
     with connection.cursor() as cursor:
         cursor.execute(compiled.sql, params)
         rows = cursor.fetchall()
@@ -293,9 +306,10 @@ def _rows(task_pk: Any, cycle: int) -> Iterable[tuple[Any, ...]]:
     return converted
 
 
-def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
+def cycle_workers(task: Task, cycle: int, *, reviewer: Any = None) -> CycleWorkers:
     """The workers of ``task``'s ``cycle`` with their boundaries, the link committers, the contract and the task's
-    current cycle (SPEC §1): one query (``_workers_query``, compiled once)."""
+    current cycle (SPEC §1): one query (``_workers_query``, compiled once). With ``reviewer`` (a portal user), also
+    its actor and that actor's kernel record with its boundaries, in the same query (``reviewer``, ``verifier``)."""
     actors: dict[int, Actor] = {}
 
     def actor_of(pk: int, name: str, kind: str, user: Any, created: Any) -> Actor:
@@ -311,7 +325,11 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
     links: list[KernelLink] = []
     tokens: list[tuple[int, str]] = []
     contracts: list[ContractAcceptance] = []
-    for src, _, at, number, pk, name, kind, user, created, text, flag, row in _rows(task.pk, cycle):
+    own: Actor | None = None
+    arguments = {"task": task.pk, "cycle": cycle}
+    if reviewer is not None:
+        arguments["reviewer"] = reviewer.pk
+    for src, _, at, number, pk, name, kind, user, created, text, flag, row in _rows(**arguments):
         if src == _CURRENT:
             current = int(number) if number is not None else 1
         elif src == _CLAIM:
@@ -323,16 +341,18 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
                 submitters.setdefault(pk, actor_of(pk, name, kind, user, created))
         elif src == _LINK:
             links.append(KernelLink(text, name, bool(flag)))
-        elif src == _TOKEN:
+        elif src in (_TOKEN, _REVIEWER_TOKEN):
             tokens.append((pk, text))
-        else:
+        elif src == _CONTRACT:
             contract = ContractAcceptance.from_db(
                 connection.alias, _CONTRACT_FIELDS, (row, task.pk, number, text, pk, at)
             )
             contract.accepted_by = actor_of(pk, name, kind, user, created)
             contracts.append(contract)
+        else:  # _REVIEWER
+            own = actor_of(pk, name, kind, user, created)
     workers = (*claimants.values(), *submitters.values())
-    boundaries = boundaries_from(workers, tokens)
+    boundaries = boundaries_from((*workers, *([own] if own is not None else [])), tokens)
     return CycleWorkers(
         task=task,
         cycle=cycle,
@@ -343,6 +363,8 @@ def cycle_workers(task: Task, cycle: int) -> CycleWorkers:
         links=tuple(links),
         contract=contract_among(cycle, contracts),
         current_cycle=current,
+        reviewer=own,
+        verifier=kernel_actor(own, boundaries[own.pk]) if own is not None else None,
     )
 
 

@@ -32,7 +32,7 @@ from verification.kernel.rails import check_approval_cycle, check_verifier
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
 from verification.reviews.selectors import claimable, in_queue
-from verification.runs.cycle_workers import cycle_workers, rails_certainly_refuse
+from verification.runs.cycle_workers import CycleWorkers, cycle_workers, rails_certainly_refuse
 from verification.runs.models import Task, Verification
 from verification.trust.services import security_log
 
@@ -206,27 +206,32 @@ class _Barred(Exception):
 
 
 class _BarredCheck:
-    """The exact rails (``_rail_refusal``) for ``user``'s actor on the one candidate about to be leased: the outcome
+    """The exact rails (``_rails_over``) for ``user``'s actor on the one candidate about to be leased: the outcome
     is always theirs. Once they bar a candidate, ``verifier`` is the actor's pk, and the claim query passes over
     everything ``rails_certainly_refuse`` bars from then on (a reviewer barred from one item is often barred from
     many: one query instead of the rails on each); until then it is None and the query is the plain one, compiled
     once (most claims meet no barred item, and the filter costs the database planning time on every call).
 
-    The reviewer's actor is read once per call, its kernel record (with its boundaries) on the first candidate."""
+    One query per candidate: ``cycle_workers`` reads the reviewer's actor and its boundaries with the candidate's
+    workers (a user without an actor yet gets one, ``actor_for_user``, as on every path)."""
 
     def __init__(self, user: Any) -> None:
-        self.actor = actor_for_user(user)
+        self.user = user
         self.verifier: Any = None
-        self._record: kactors.Actor | None = None
 
     def __call__(self, candidate: _Candidate) -> bool:
-        pk, task_pk, cycle = candidate
-        if self._record is None:
-            self._record = kernel_actor(self.actor)
-        # The claim query returned the subject; no second read of the row.
-        if _rail_refusal(Verification(pk=pk, task_id=task_pk, cycle=cycle), self.actor, self._record) is None:
-            return False
-        self.verifier = self.actor.pk
+        _, task_pk, cycle = candidate
+        # The claim query returned the subject; no second read of the row. The rails read the task by its pk only.
+        actor: Actor | None = None
+        if task_pk is not None and cycle is not None:
+            found = cycle_workers(Task(pk=task_pk), cycle, reviewer=self.user)
+            actor, verifier = found.reviewer, found.verifier
+            if actor is None or verifier is None:  # the user's first claim: its actor is created now
+                actor = actor_for_user(self.user)
+                verifier = kernel_actor(actor)
+            if _rails_over(found, verifier) is None:
+                return False
+        self.verifier = (actor or actor_for_user(self.user)).pk
         return True
 
 
@@ -433,24 +438,24 @@ def review_skip(*, user: Any, verification: Verification, reason: str = "", now:
     return released
 
 
-def _rail_refusal(locked: Verification, actor: Actor, verifier: kactors.Actor | None = None) -> KernelError | None:
-    """Rails 1–3 with the reviewer's human actor as the verifier (SPEC §9); and the approval's cycle (rail 1).
-    ``verifier`` is ``actor``'s kernel record when the caller read it already (``_BarredCheck``: once per call).
-    One query: the subject's ``cycle_workers``."""
+def _rail_refusal(locked: Verification, actor: Actor) -> KernelError | None:
+    """Rails 1–3 with the reviewer's human actor as the verifier (SPEC §9); and the approval's cycle (rail 1)."""
     if locked.task_id is None or locked.cycle is None:
         return ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject", status=409)
     # SPEC §1: the cycle's workers (claimants AND submitters), their boundaries, the link committers and the task's
     # current cycle come from the one selector, exactly as for an automated run. It reads the task by its pk only.
-    found = cycle_workers(Task(pk=locked.task_id), locked.cycle)
-    stale = check_approval_cycle(approval_cycle=locked.cycle, current_cycle=found.current_cycle)
+    return _rails_over(cycle_workers(Task(pk=locked.task_id), locked.cycle), kernel_actor(actor))
+
+
+def _rails_over(found: CycleWorkers, verifier: kactors.Actor) -> KernelError | None:
+    """The decision rails over the subject's ``cycle_workers`` with ``verifier`` (the reviewer's kernel record): the
+    approval's cycle is the task's current one, then ``check_verifier``."""
+    cycle = found.cycle
+    stale = check_approval_cycle(approval_cycle=cycle, current_cycle=found.current_cycle)
     if stale is not None:
-        return DecisionRefused(stale, f"the verification is of cycle {locked.cycle}; the task has been reopened")
+        return DecisionRefused(stale, f"the verification is of cycle {cycle}; the task has been reopened")
     refusal = check_verifier(
-        verifier=verifier if verifier is not None else kernel_actor(actor),
-        cycle=locked.cycle,
-        claims=found.claims,
-        links=found.links,
-        workers=found.workers,
+        verifier=verifier, cycle=cycle, claims=found.claims, links=found.links, workers=found.workers
     )
     if refusal is None:
         return None
