@@ -68,8 +68,9 @@ def test_jwks_serves_active_and_retired_keys_publicly(client: Client, signing_ke
 
 def test_a_revoked_key_leaves_the_jwks_and_is_listed_in_revoked_json(client: Client, signing_key: SigningKey) -> None:
     seed = signing.active_signer()[1].seed
-    call_command("revoke_signing_key", signing_key.key_id, reason="backup tape lost", stdout=StringIO(),
-                 stderr=StringIO())
+    call_command(
+        "revoke_signing_key", signing_key.key_id, reason="backup tape lost", stdout=StringIO(), stderr=StringIO()
+    )
     jwks = client.get(JWKS_URL)
     assert json.loads(jwks.content) == {"keys": []}
     _assert_no_private_material(jwks.content, [seed])
@@ -170,3 +171,77 @@ def test_the_envelope_endpoint_serves_the_exact_signed_bytes(
     signature = base64.b64decode(receipts[-1].signature)
     public: PublicKey = signing_key.public
     assert public.verify(signature, b"acretix-verify/proof-sig/2:" + receipts[-1].content_hash.encode())
+
+
+# --- the proof endpoints are API views: the API's session rule for them, its negotiation, methods and throttle ------
+
+
+@pytest.mark.parametrize("suffix", ["proof", "proof/envelope"])
+@pytest.mark.parametrize("role", ["reviewer", "manager"])
+def test_a_session_that_reads_the_api_but_is_neither_staff_nor_admin_may_not_read_proofs(
+    client: Client, django_user_model: Any, chain: tuple[Any, list[Any]], suffix: str, role: str
+) -> None:
+    from django.contrib.auth.models import Group
+
+    verification, _ = chain
+    user = django_user_model.objects.create_user(username="rita", password="x" * 20)
+    user.groups.add(Group.objects.get(name=role))
+    client.force_login(user)
+    assert client.get("/v1/events").status_code == 200  # the API's session read
+    _assert_error(client.get(f"/v1/verifications/{verification.id}/{suffix}"), 403, "permission-denied")
+
+
+@pytest.mark.parametrize("suffix", ["proof", "proof/envelope"])
+def test_a_superuser_may_read_proofs(client: Client, django_user_model: Any, chain: Any, suffix: str) -> None:
+    verification, _ = chain
+    client.force_login(django_user_model.objects.create_superuser(username="root", password="x" * 20))
+    assert client.get(f"/v1/verifications/{verification.id}/{suffix}").status_code == 200
+
+
+@pytest.mark.parametrize("suffix", ["proof", "proof/envelope"])
+def test_proofs_answer_json_whatever_the_accept_header_and_only_to_get_and_head(
+    staff_client: Client, chain: tuple[Any, list[Any]], suffix: str
+) -> None:
+    verification, _ = chain
+    url = f"/v1/verifications/{verification.id}/{suffix}"
+    response = staff_client.get(url, HTTP_ACCEPT="text/html")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response["Cache-Control"] == "private, no-store"
+    head = staff_client.head(url)
+    assert head.status_code == 200 and head.content == b""
+    for method in ("post", "put", "delete"):
+        refused = getattr(staff_client, method)(url, HTTP_ACCEPT="text/html")
+        _assert_error(refused, 405, "method-not-allowed")
+        assert refused["Cache-Control"] == "private, no-store"
+
+
+@pytest.mark.parametrize("suffix", ["proof", "proof/envelope"])
+def test_an_anonymous_refusal_carries_the_bearer_challenge_and_no_store(
+    client: Client, chain: Any, suffix: str
+) -> None:
+    verification, _ = chain
+    response = client.get(f"/v1/verifications/{verification.id}/{suffix}")
+    _assert_error(response, 401, "not-authenticated")
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert response["Cache-Control"] == "private, no-store"
+
+
+def test_unknown_verifications_name_their_id(staff_client: Client, signing_key: SigningKey) -> None:
+    response = staff_client.get("/v1/verifications/not-a-uuid/proof")
+    assert json.loads(response.content)["error"]["details"] == {"verification_id": "not-a-uuid"}
+
+
+def test_proofs_count_against_the_apis_rate(staff_client: Client, chain: Any, settings: Any) -> None:
+    from django.core.cache import cache
+
+    verification, _ = chain
+    cache.clear()
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "2/minute"}}
+    try:
+        for _ in range(2):
+            assert staff_client.get(f"/v1/verifications/{verification.id}/proof").status_code == 200
+        refused = staff_client.get(f"/v1/verifications/{verification.id}/proof/envelope")
+        _assert_error(refused, 429, "rate-limited")
+        assert int(refused["Retry-After"]) >= 1
+    finally:
+        cache.clear()

@@ -1,114 +1,143 @@
-"""Proof endpoints (SPEC §7): the proof document and the head envelope of a verification.
+"""Proof endpoints (SPEC §7): the proof document and the head envelope of a verification, as API views.
 
-Authenticated: an API token with the ``verifications:read`` scope (``Authorization: Bearer rpt_...``, checked by
-``verification.api.authentication``), or a Django session of a staff user or a member of the admin group. Errors are
-JSON ``{"error": {"code", "message", "details"}}`` with a registry code.
+They go through the API's one authentication (``Authorization: Bearer rpt_...`` or a portal session), one permission
+(``permissions.ReadsProofs``: a token with ``verifications:read``, or the session of a staff user or an admin), the
+API's throttle and its one error body (``api.errors``). The answer is JSON whatever the ``Accept`` header says, never
+cached (``Cache-Control: private, no-store``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.http import require_safe
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
 
-from verification.actors.roles import ADMIN
-from verification.kernel.reasons import Reason, explain
+from verification.api.errors import ApiError
+from verification.api.permissions import ReadsProofs
+from verification.api.serializers.base import ErrorResponseSerializer
+from verification.api.views.common import ApiView
+from verification.kernel.reasons import Reason
 from verification.runs.models import Verification
 from verification.runs.selectors import verification_get
 from verification.trust.selectors import head_of, proof_for
 
-#: verification.actors.roles.ADMIN (the verification app does not import the portal).
-ADMIN_GROUP = ADMIN
-NO_STORE = "private, no-store"
 #: The scope an API token needs to read proofs (the API's read scope).
-PROOF_SCOPE = "verifications:read"
+PROOF_SCOPE: Final = "verifications:read"
+HEX64: Final = r"^[0-9a-f]{64}$"
 
 
-def error_response(status: int, code: Reason, message: str = "", details: dict[str, Any] | None = None) -> JsonResponse:
-    """The API's error shape, with the registry's words when no message is given (SPEC §11)."""
-    body = {"error": {"code": code.value, "message": message or explain(code), "details": details or {}}}
-    response = JsonResponse(body, status=status)
-    response["Cache-Control"] = NO_STORE
-    return response
+# --- response shapes -----------------------------------------------------------------------------------------------
 
 
-def _may_read_proofs(user: Any) -> bool:
-    if getattr(user, "is_superuser", False) or getattr(user, "is_staff", False):
-        return True
-    return bool(user.groups.filter(name=ADMIN_GROUP).exists())
+class ProofEntrySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    seq = serializers.IntegerField(min_value=0)
+    key_id = serializers.RegexField(r"^ed25519-[0-9a-f]{16}$")
+    algo = serializers.ChoiceField(choices=("ed25519",))
+    format = serializers.ChoiceField(choices=("acretix-verify/proof/2",))
+    prev_hash = serializers.RegexField(HEX64, allow_null=True, help_text="null at seq 0")
+    content_hash = serializers.RegexField(HEX64, help_text="sha256 hex of the envelope's UTF-8 bytes")
+    signature = serializers.CharField(help_text="standard base64 of Ed25519 over the signing domain + content hash")
+    envelope = serializers.CharField(help_text="the canonical JSON (RFC 8785) of the signed body, as a string")
 
 
-def _unauthenticated(message: str = "") -> JsonResponse:
-    from verification.api.errors import WWW_AUTHENTICATE
-
-    response = error_response(401, Reason.NOT_AUTHENTICATED, message)
-    response["WWW-Authenticate"] = WWW_AUTHENTICATE  # RFC 9110: a 401 names its challenge
-    return response
-
-
-def _token_refusal(request: HttpRequest) -> JsonResponse | None:
-    """An API token (``Authorization: Bearer``) must hold ``verifications:read``: None when it does (SPEC §1)."""
-    from verification.api.authentication import authenticate_bearer
-    from verification.api.errors import ApiError, message_for
-
-    try:
-        found = authenticate_bearer(request)
-    except ApiError as exc:
-        return _unauthenticated(message_for(exc.reason, exc.text))
-    if found is None:
-        return _unauthenticated()
-    if not found[1].has_scope(PROOF_SCOPE):
-        return error_response(403, Reason.SCOPE_DENIED, details={"required_scope": PROOF_SCOPE})
-    return None
+class ProofSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    verification_id = serializers.UUIDField()
+    format = serializers.ChoiceField(choices=("acretix-verify/proof/2",))
+    signing_domain = serializers.ChoiceField(choices=("acretix-verify/proof-sig/2:",))
+    jwks_uri = serializers.CharField()
+    proof_head_hash = serializers.RegexField(HEX64, help_text="informational: verify against your trusted head")
+    entries = ProofEntrySerializer(many=True)
 
 
-def _verification_for(request: HttpRequest, verification_id: str) -> Verification | JsonResponse:
-    """The access helper: 401 anonymous, 403 without the role or scope, 404 unknown; else the verification.
+class EnvelopeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """The head entry's signed body, byte for byte as signed (SPEC §7)."""
 
-    A bearer token is checked first (scope ``verifications:read``); otherwise the staff session as before.
-    """
-    user = request.user
-    if request.META.get("HTTP_AUTHORIZATION"):
-        refused = _token_refusal(request)
-        if refused is not None:
-            return refused
-    elif not user.is_authenticated or not user.is_active:
-        return _unauthenticated()
-    elif not _may_read_proofs(user):
-        return error_response(403, Reason.PERMISSION_DENIED)
+    format = serializers.CharField()
+    algo = serializers.CharField()
+    key_id = serializers.CharField()
+    verification_id = serializers.CharField()
+    seq = serializers.IntegerField(min_value=0)
+    rubric_hash = serializers.CharField()
+    submission_hash = serializers.CharField()
+    prev_hash = serializers.CharField(allow_null=True)
+    payload = serializers.DictField(child=serializers.JSONField(), help_text="the receipt payload (SPEC §7)")
+    created_at = serializers.CharField(help_text="RFC 3339 UTC with Z")
+
+
+def _error(text: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorResponseSerializer, description=text)
+
+
+PROOF_ERRORS: Final = {
+    401: _error("no credentials, or a malformed, unknown or revoked token (not-authenticated)"),
+    403: _error("the token lacks verifications:read (scope-denied), or the session is not staff (permission-denied)"),
+    404: _error("no such verification, or it has no receipts yet (not-found)"),
+    405: _error("method-not-allowed: GET and HEAD only"),
+}
+
+
+# --- the views -------------------------------------------------------------------------------------------------------
+
+
+def _verification(verification_id: str) -> Verification:
+    """The verification named in the path; 404 ``not-found`` (after the access check, which the permission made)."""
     verification = verification_get(verification_id)
     if verification is None:
-        return error_response(404, Reason.NOT_FOUND, details={"verification_id": verification_id})
+        raise ApiError(Reason.NOT_FOUND, details={"verification_id": verification_id})
     return verification
 
 
-@require_safe
-def proof(request: HttpRequest, verification_id: str) -> HttpResponse:
-    """The proof document, with the server-served ``proof_head_hash``."""
-    found = _verification_for(request, verification_id)
-    if isinstance(found, JsonResponse):
-        return found
-    document = proof_for(found)
-    if document is None:
-        return error_response(404, Reason.NOT_FOUND, "this verification has no receipts yet",
-                              {"verification_id": verification_id})
-    response = JsonResponse(document)
-    response["Cache-Control"] = NO_STORE
-    return response
+def _no_receipts(verification_id: str) -> ApiError:
+    return ApiError(
+        Reason.NOT_FOUND, "this verification has no receipts yet", details={"verification_id": verification_id}
+    )
 
 
-@require_safe
-def proof_envelope(request: HttpRequest, verification_id: str) -> HttpResponse:
-    """The head entry's envelope: exactly the signed canonical bytes, as ``application/json``."""
-    found = _verification_for(request, verification_id)
-    if isinstance(found, JsonResponse):
-        return found
-    head = head_of(found)
-    if head is None:
-        return error_response(404, Reason.NOT_FOUND, "this verification has no receipts yet",
-                              {"verification_id": verification_id})
-    response = HttpResponse(head.envelope.encode("utf-8"), content_type="application/json")
-    response["ETag"] = f'"{head.content_hash}"'
-    response["Cache-Control"] = NO_STORE
-    return response
+class ProofReadView(ApiView):
+    """Read by a token with ``verifications:read`` or by a staff or admin session (``permissions.ReadsProofs``)."""
+
+    required_scopes = {"GET": PROOF_SCOPE}
+    permission_classes = [ReadsProofs]
+
+
+class ProofView(ProofReadView):
+    @extend_schema(
+        operation_id="verifications_proof",
+        summary="The proof document of a verification (SPEC §7)",
+        description=(
+            "Every receipt of the verification's chain, in seq order; verify it offline against your trusted head, "
+            "the pinned keys, the expected verification id and submission hash. Needs `verifications:read` or a staff "
+            "session."
+        ),
+        responses={200: ProofSerializer, **PROOF_ERRORS},
+    )
+    def get(self, request: Request, verification_id: str) -> Response:
+        """The proof document, with the server-served ``proof_head_hash``."""
+        document = proof_for(_verification(verification_id))
+        if document is None:
+            raise _no_receipts(verification_id)
+        return Response(document)
+
+
+class ProofEnvelopeView(ProofReadView):
+    @extend_schema(
+        operation_id="verifications_proof_envelope",
+        summary="The head entry's envelope: exactly the signed canonical bytes",
+        description="`ETag` is the quoted content hash. Needs `verifications:read` or a staff session.",
+        responses={
+            200: OpenApiResponse(EnvelopeSerializer, description="the signed body, as signed"),
+            **PROOF_ERRORS,
+        },
+    )
+    def get(self, request: Request, verification_id: str) -> Any:
+        """The head entry's envelope: the signed canonical bytes as they are, never re-rendered."""
+        head = head_of(_verification(verification_id))
+        if head is None:
+            raise _no_receipts(verification_id)
+        response = HttpResponse(head.envelope.encode("utf-8"), content_type="application/json")
+        response["ETag"] = f'"{head.content_hash}"'
+        return response

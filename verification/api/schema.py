@@ -106,8 +106,8 @@ COMMON_ERRORS: Final = {
     "429": "rate-limited: this token sent more requests than its rate allows (REVIEWPORTAL_API_RATE); Retry-After",
     "503": "service-unavailable (the database or the broker) or no-signing-key; Retry-After when it will pass",
 }
-#: The public key endpoints and the proof endpoints do not go through the API's throttle or negotiation.
-UNTHROTTLED: Final = ("/.well-known/", "/proof")
+#: The public key endpoints do not go through the API's throttle or negotiation (the proof endpoints do).
+UNTHROTTLED: Final = ("/.well-known/",)
 LOCATION: Final = {
     "Location": {
         "description": "the verification to poll: /v1/verifications/{id}",
@@ -124,15 +124,11 @@ REPLAYED: Final = {
 ETAG: Final = {
     "ETag": {"description": "the head entry's content hash, quoted", "schema": {"type": "string"}, "required": True}
 }
-WWW_AUTH: Final = {
-    "WWW-Authenticate": {"description": "the bearer challenge (RFC 6750)", "schema": {"type": "string"}}
-}
+WWW_AUTH: Final = {"WWW-Authenticate": {"description": "the bearer challenge (RFC 6750)", "schema": {"type": "string"}}}
 
 
 def _links(parameter: str, expression: str, *operations: str) -> dict[str, Any]:
-    return {
-        operation: {"operationId": operation, "parameters": {parameter: expression}} for operation in operations
-    }
+    return {operation: {"operationId": operation, "parameters": {parameter: expression}} for operation in operations}
 
 
 #: OpenAPI links (schemathesis follows them in its stateful phase): from a created record to what reads or acts on it.
