@@ -25,9 +25,9 @@ from tests.verification.service_world import (
 )
 from verification.errors import ServiceError
 from verification.kernel.reasons import Reason
-from verification.reviews.selectors_base import review_queue
+from verification.reviews.selectors import review_queue
 from verification.runs.models import ArrivedResult, Event
-from verification.runs.services.verifications import result_deliver
+from verification.runs.services.results import result_deliver
 from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db

@@ -42,9 +42,11 @@ from verification.kernel.keys import PrivateKey, sign_evidence_digest
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import verify_strict
 from verification.reviews.models import Finding, FindingEvent
-from verification.reviews.selectors_base import review_queue
+from verification.reviews.selectors import review_queue
 from verification.runs.models import ContractAcceptance, Event, Verification
 from verification.runs.selectors import verification_status
+from verification.runs.services.results import result_deliver
+from verification.runs.services.submit import NO_CONTRACT_HASH
 from verification.runs.services.tasks import (
     baseline_capture,
     case_freeze,
@@ -52,7 +54,6 @@ from verification.runs.services.tasks import (
     manifest_report,
     task_create,
 )
-from verification.runs.services.verifications import NO_CONTRACT_HASH, result_deliver
 from verification.trust.models import Receipt
 from verification.trust.selectors import head_of, proof_for, trusted_keys
 from verification.trust.services.keys import key_pin

@@ -29,16 +29,13 @@ from verification.evidence.models import Evidence, VerificationEvidence
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import sha256_digest
 from verification.kernel.reasons import Reason
-from verification.reviews.selectors_base import review_queue
+from verification.reviews.selectors import review_queue
 from verification.runs.models import Event, Verification
 from verification.runs.selectors import events_after, verification_list
-from verification.runs.services import verifications as services
-from verification.runs.services.verifications import (
-    verification_add_evidence,
-    verification_mark_failed,
-    verification_run,
-    verification_submit,
-)
+from verification.runs.services import run as services
+from verification.runs.services import submit as submit_services
+from verification.runs.services.run import verification_mark_failed, verification_run
+from verification.runs.services.submit import verification_add_evidence, verification_submit
 from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db
@@ -158,7 +155,7 @@ def test_running_twice_yields_one_chain(world: World) -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_runs_of_one_verification_yield_one_seq0(signing_key: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr(services, "_enqueue", lambda pk: None)  # committed, but left queued: the threads run it
+    monkeypatch.setattr(submit_services, "_enqueue", lambda pk: None)  # committed, but left queued: the threads run it
     world = World.build()
     world.contract(digest_entry())
     verification, _ = submit(world, {"evidence": [inline("notes", NOTES)]}, None)
