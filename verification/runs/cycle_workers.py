@@ -6,10 +6,14 @@ execution boundaries (those named by its tokens), the links anchoring the work w
 (superseded links included: a rebase does not erase an author) and the cycle's contract with its acceptor.
 
 Every rule about who did the work reads this selector and nothing else: the rails of an automated run
-(``services.facts``), the rails of a human decision (``services.reviews``), the contract rules
+(``services.facts``), the rails of a human decision (``reviews.services.claims``), the contract rules
 (``services.tasks.contract_accept``: a worker never accepts its own contract) and the claim rule
 (``services.tasks.claim_record``: the acceptor never becomes a worker). The kernel gets the plain records
 (``workers``, ``links``, ``claims``, ``acceptor_id``); the Django rows are kept for the callers that need them.
+
+All of it is one query (issue 15): a ``UNION ALL`` of the row sources below, compiled once per connection and vendor
+and run with the task and the cycle as parameters; asked with ``reviewer=``, the same query also reads that portal
+user's actor and its boundaries, so the decision rails on a "Next item" candidate cost one round trip.
 
 ``rails_certainly_refuse`` is the same definition as SQL, for a query that must pass over many items at once (the
 reviewer's "Next item", issue 15): built from the same row sources, and compared with the rails over ``cycle_workers``
@@ -385,7 +389,7 @@ def _unnamed(actor: str | None = None) -> Q:
 
 
 def rails_certainly_refuse(verifier: Any) -> Q:
-    """A condition on ``Verification`` rows: the decision rails (``services.reviews._rail_refusal``, i.e.
+    """A condition on ``Verification`` rows: the decision rails (``reviews.services.claims._rail_refusal``, i.e.
     ``check_approval_cycle`` and ``check_verifier`` over ``cycle_workers``) certainly refuse the actor whose pk is
     ``verifier`` on that verification. Built from the same row sources as ``cycle_workers`` (``_claims_of``,
     ``_submissions_of``, ``_links_of``, the tokens' boundaries and the portal's own), so that one query can pass over
