@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 from drf_spectacular.utils import OpenApiResponse
@@ -11,7 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from verification.api.authentication import ApiCredentials
 from verification.api.errors import NO_STORE, ApiError
+from verification.api.permissions import credentials
 from verification.api.serializers.base import ErrorResponseSerializer
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.models import Evidence
@@ -63,12 +66,31 @@ class ApiView(APIView):
         return response
 
 
-def validated_body(request: Request, serializer_class: type[serializers.Serializer]) -> tuple[Any, dict[str, Any]]:  # type: ignore[type-arg]
-    """The body as parsed (what services hash) and as validated (typed values)."""
+@dataclass(frozen=True)
+class Write:
+    """What a write's view works from: the caller, the body as parsed (what services hash) and as validated."""
+
+    creds: ApiCredentials
+    raw: Any
+    data: dict[str, Any]
+
+    @property
+    def actor(self) -> Any:
+        return self.creds.actor
+
+    @property
+    def token(self) -> Any:
+        return self.creds.token
+
+
+def write_of(request: Request, serializer_class: type[serializers.Serializer]) -> Write:  # type: ignore[type-arg]
+    """Every write's first steps, in the API's one order: who calls (401), then what they send (400); the records the
+    path or the body names are looked up after that (404), by the view."""
+    creds = credentials(request)
     raw = request.data
     serializer = serializer_class(data=raw)
     serializer.is_valid(raise_exception=True)
-    return raw, dict(serializer.validated_data)
+    return Write(creds=creds, raw=raw, data=dict(serializer.validated_data))
 
 
 def task_or_404(task_id: str, *, field: str = "task") -> Task:

@@ -8,7 +8,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from verification.api.permissions import credentials
 from verification.api.serializers.evidence import EvidenceRequestSerializer, EvidenceResponseSerializer
 from verification.api.views.common import (
     TOKEN_ONLY,
@@ -18,7 +17,7 @@ from verification.api.views.common import (
     error_responses,
     scopes_text,
     task_or_404,
-    validated_body,
+    write_of,
 )
 from verification.evidence import services as evidence_services
 
@@ -50,17 +49,16 @@ class EvidenceView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, EvidenceRequestSerializer)
-        task = task_or_404(data["task"]) if data.get("task") is not None else None
-        options = {name: data[name] for name in EVIDENCE_OPTIONS if data.get(name) is not None}
+        write = write_of(request, EvidenceRequestSerializer)
+        task = task_or_404(write.data["task"]) if write.data.get("task") is not None else None
+        options = {name: write.data[name] for name in EVIDENCE_OPTIONS if write.data.get(name) is not None}
         evidence = evidence_services.evidence_admit(
-            actor=creds.actor,
-            token=creds.token,
-            content=data["content_base64"],
+            actor=write.actor,
+            token=write.token,
+            content=write.data["content_base64"],
             task=task,
-            source_signature=data.get("source_signature_base64"),
-            source_key_id=data.get("source_key_id"),
+            source_signature=write.data.get("source_signature_base64"),
+            source_key_id=write.data.get("source_key_id"),
             **options,
         )
         return created_response(EvidenceResponseSerializer(evidence))

@@ -9,7 +9,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from verification.api.permissions import credentials
 from verification.api.serializers.rubrics import RubricRequestSerializer, RubricResponseSerializer
 from verification.api.views.common import (
     TOKEN_ONLY,
@@ -17,7 +16,7 @@ from verification.api.views.common import (
     ApiView,
     error_responses,
     scopes_text,
-    validated_body,
+    write_of,
 )
 from verification.kernel.criteria import rubric_hash
 from verification.kernel.errors import KernelError
@@ -42,15 +41,14 @@ class RubricsView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        raw, _ = validated_body(request, RubricRequestSerializer)
-        known = _registered_already(raw)
-        rubric = rubric_services.rubric_register(actor=creds.actor, document=raw)
+        write = write_of(request, RubricRequestSerializer)
+        known = _registered_already(write.raw)
+        rubric = rubric_services.rubric_register(actor=write.actor, document=write.raw)
         body = RubricResponseSerializer(
             {
                 "rubric_hash": rubric.rubric_hash,
                 "name": rubric.name,
-                "criteria": len(raw.get("criteria", ())),
+                "criteria": len(write.raw.get("criteria", ())),
                 "witnesses": rubric.witnesses,
                 "created": not known,
             }

@@ -8,7 +8,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from verification.api.permissions import credentials
 from verification.api.serializers.base import EmptySerializer
 from verification.api.serializers.tasks import (
     BaselineRequestSerializer,
@@ -35,7 +34,7 @@ from verification.api.views.common import (
     evidence_or_404,
     scopes_text,
     task_or_404,
-    validated_body,
+    write_of,
 )
 from verification.runs import selectors as run_selectors
 from verification.runs.models import Task
@@ -67,10 +66,9 @@ class TasksView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, TaskRequestSerializer)
+        write = write_of(request, TaskRequestSerializer)
         task = task_services.task_create(
-            actor=creds.actor, title=data["title"], external_ref=data.get("external_ref", "")
+            actor=write.actor, title=write.data["title"], external_ref=write.data.get("external_ref", "")
         )
         return Response(_task_body(task), status=201)
 
@@ -90,10 +88,9 @@ class TaskClaimsView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request, task_id: str) -> Response:
-        creds = credentials(request)
-        validated_body(request, EmptySerializer)
+        write = write_of(request, EmptySerializer)
         task = task_or_404(task_id)
-        claim = task_services.claim_record(actor=creds.actor, token=creds.token, task=task)
+        claim = task_services.claim_record(actor=write.actor, token=write.token, task=task)
         return created_response(ClaimResponseSerializer(claim))
 
 
@@ -113,10 +110,9 @@ class TaskContractView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request, task_id: str) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, ContractRequestSerializer)
+        write = write_of(request, ContractRequestSerializer)
         task = task_or_404(task_id)
-        acceptance = task_services.contract_accept(actor=creds.actor, task=task, rubric_hash=data["rubric_hash"])
+        acceptance = task_services.contract_accept(actor=write.actor, task=task, rubric_hash=write.data["rubric_hash"])
         return created_response(ContractResponseSerializer(acceptance))
 
 
@@ -135,10 +131,9 @@ class TaskReopenView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request, task_id: str) -> Response:
-        creds = credentials(request)
-        validated_body(request, EmptySerializer)
+        write = write_of(request, EmptySerializer)
         task = task_or_404(task_id)
-        cycle = task_services.task_reopen(actor=creds.actor, task=task)
+        cycle = task_services.task_reopen(actor=write.actor, task=task)
         return created_response(CycleResponseSerializer(cycle))
 
 
@@ -158,10 +153,9 @@ class TaskCasesView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request, task_id: str) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, CaseRequestSerializer)
+        write = write_of(request, CaseRequestSerializer)
         task = task_or_404(task_id)
-        case = task_services.case_freeze(actor=creds.actor, task=task, content=data["content"])
+        case = task_services.case_freeze(actor=write.actor, task=task, content=write.data["content"])
         return created_response(CaseResponseSerializer(case))
 
 
@@ -180,16 +174,15 @@ class LinksView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, LinkRequestSerializer)
-        task = task_or_404(data["task"])
+        write = write_of(request, LinkRequestSerializer)
+        task = task_or_404(write.data["task"])
         link = task_services.link_record(
-            actor=creds.actor,
-            token=creds.token,
+            actor=write.actor,
+            token=write.token,
             task=task,
-            commit_id=data["commit_id"],
-            committing_actor=data["committing_actor"],
-            superseded=data.get("superseded", False),
+            commit_id=write.data["commit_id"],
+            committing_actor=write.data["committing_actor"],
+            superseded=write.data.get("superseded", False),
         )
         return created_response(LinkResponseSerializer(link))
 
@@ -210,11 +203,10 @@ class ManifestsView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, ManifestRequestSerializer)
-        task = task_or_404(data["task"])
-        evidence = evidence_or_404(data["evidence_id"])
-        manifest = task_services.manifest_report(actor=creds.actor, token=creds.token, task=task, evidence=evidence)
+        write = write_of(request, ManifestRequestSerializer)
+        task = task_or_404(write.data["task"])
+        evidence = evidence_or_404(write.data["evidence_id"])
+        manifest = task_services.manifest_report(actor=write.actor, token=write.token, task=task, evidence=evidence)
         return created_response(ManifestResponseSerializer(manifest))
 
 
@@ -234,10 +226,13 @@ class BaselinesView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        _, data = validated_body(request, BaselineRequestSerializer)
-        task = task_or_404(data["task"])
+        write = write_of(request, BaselineRequestSerializer)
+        task = task_or_404(write.data["task"])
         baseline = task_services.baseline_capture(
-            actor=creds.actor, token=creds.token, task=task, artifact_key=data["artifact_key"], digest=data["digest"]
+            actor=write.actor,
+            token=write.token,
+            task=task,
+            artifact_key=write.data["artifact_key"],
+            digest=write.data["digest"],
         )
         return created_response(BaselineResponseSerializer(baseline))

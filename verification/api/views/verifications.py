@@ -40,8 +40,8 @@ from verification.api.views.common import (
     error_responses,
     scopes_text,
     task_or_404,
-    validated_body,
     verification_or_404,
+    write_of,
 )
 from verification.kernel.reasons import Reason
 from verification.runs import run_signal
@@ -161,18 +161,17 @@ class VerificationsView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request) -> Response:
-        creds = credentials(request)
-        raw, data = validated_body(request, VerificationRequestSerializer)
-        _require_results_scope(creds, data)
-        task = task_or_404(data["task"])
+        write = write_of(request, VerificationRequestSerializer)
+        _require_results_scope(write.creds, write.data)
+        task = task_or_404(write.data["task"])
         verification, created = submit_services.verification_submit(
-            actor=creds.actor,
-            token=creds.token,
+            actor=write.actor,
+            token=write.token,
             task=task,
-            body=submission_from_validated(raw, data),  # typed and validated: the one layer (issue 13)
+            body=submission_from_validated(write.raw, write.data),  # typed and validated: the one layer (issue 13)
             idempotency_key=_idempotency_key(request),
         )
-        return bounded_response(verification, wait_ms=data.get("wait_ms", 0), created=created)
+        return bounded_response(verification, wait_ms=write.data.get("wait_ms", 0), created=created)
 
     @extend_schema(
         operation_id="verifications_list",
@@ -230,11 +229,14 @@ class VerificationResultsView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request, verification_id: str) -> Response:
-        creds = credentials(request)
-        raw, data = validated_body(request, ResultRequestSerializer)
+        write = write_of(request, ResultRequestSerializer)
         verification = verification_or_404(verification_id)
         result_services.result_deliver(
-            actor=creds.actor, token=creds.token, verification=verification, criterion_id=data["criterion"], body=raw
+            actor=write.actor,
+            token=write.token,
+            verification=verification,
+            criterion_id=write.data["criterion"],
+            body=write.raw,
         )
         verification.refresh_from_db()
         return Response(_view_of(verification))
@@ -258,10 +260,12 @@ class VerificationEvidenceView(ApiView):
         auth=TOKEN_ONLY,
     )
     def post(self, request: Request, verification_id: str) -> Response:
-        creds = credentials(request)
-        raw, data = validated_body(request, MoreEvidenceRequestSerializer)
+        write = write_of(request, MoreEvidenceRequestSerializer)
         verification = verification_or_404(verification_id)
         created = submit_services.verification_add_evidence(
-            actor=creds.actor, token=creds.token, verification=verification, body=submission_from_validated(raw, data)
+            actor=write.actor,
+            token=write.token,
+            verification=verification,
+            body=submission_from_validated(write.raw, write.data),
         )
-        return bounded_response(created, wait_ms=data.get("wait_ms", 0), created=True)
+        return bounded_response(created, wait_ms=write.data.get("wait_ms", 0), created=True)
