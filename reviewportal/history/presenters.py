@@ -2,6 +2,8 @@
 
 - ``HistoryRow``/``HistoryPage``: a history entry with its state and reason in words.
 - ``FindingView``: a finding's facts with its reason in words.
+- ``Timeline`` (``TimelineCycle``, ``TimelineVerification``, ``TimelineReceipt``): a subject's timeline with states
+  and reasons in words, the receipt each one supersedes named and an anchor per receipt.
 - What a finding's page shows in words (issue 14): its subject as the task's title and cycle instead of a raw
   ``<task uuid>@<cycle>``, and a detail without ``recomputed None`` (the bytes were gone: nothing to recompute).
 """
@@ -18,7 +20,15 @@ from typing import Any, Final
 from verification.records.read_helpers import reason_text_of
 from verification.records.selectors_findings import FINDING_CLOSED, FindingFacts, finding_facts
 from verification.records.selectors_history import STATE_LABELS, HistoryEntry, history_page
+from verification.records.selectors_timeline import (
+    SubjectTimeline,
+    TimelineCycleEntry,
+    TimelineReceiptEntry,
+    TimelineVerificationEntry,
+    subject_timeline,
+)
 from verification.reviews.models import Finding
+from verification.runs.models import Task
 from verification.runs.selectors import task_get
 
 SUBJECT: Final = re.compile(r"^(?P<task>[0-9a-fA-F-]{32,36})@(?P<cycle>\d+)$")
@@ -56,6 +66,11 @@ def _fields_of(record: Any) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
+def state_label(state: str) -> str:
+    """A history state (``selectors_history.STATE_LABELS``) in words."""
+    return STATE_LABELS.get(state, state)
+
+
 # --- the history -----------------------------------------------------------------------------------------------------
 
 
@@ -67,7 +82,7 @@ class HistoryRow(HistoryEntry):
 
     @property
     def state_label(self) -> str:
-        return STATE_LABELS.get(self.state, self.state)
+        return state_label(self.state)
 
     @classmethod
     def of(cls, entry: HistoryEntry) -> HistoryRow:
@@ -104,3 +119,62 @@ def finding_view(finding: Finding) -> FindingView:
     """A finding with what it is about (``selectors_findings.finding_facts``), its reason in words."""
     facts = finding_facts(finding)
     return FindingView(**_fields_of(facts), reason_text=reason_text_of(finding.reason))
+
+
+# --- a subject's timeline --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TimelineReceipt(TimelineReceiptEntry):
+    """One receipt as the timeline shows it: its reason in words, the receipt it supersedes named, its anchor."""
+
+    reason_text: str = ""
+    supersedes_label: str = ""  # "seq 1", "seq 1 of verification #2"; empty: not on this timeline
+
+    @property
+    def anchor(self) -> str:
+        return f"r-{self.content_hash[:16]}"
+
+
+@dataclass
+class TimelineVerification(TimelineVerificationEntry):
+    receipts: list[TimelineReceipt]
+
+    @property
+    def state_label(self) -> str:
+        return state_label(self.state)
+
+
+@dataclass
+class TimelineCycle(TimelineCycleEntry):
+    verifications: list[TimelineVerification]
+
+
+@dataclass
+class Timeline(SubjectTimeline):
+    cycles: list[TimelineCycle]
+
+
+def _supersedes_label(entry: TimelineReceiptEntry, positions: Mapping[uuid.UUID, int]) -> str:
+    if entry.supersedes_at is None:
+        return ""
+    other, seq = entry.supersedes_at
+    return f"seq {seq}" if other == entry.verification_id else f"seq {seq} of verification #{positions[other]}"
+
+
+def timeline_view(task: Task, *, now: datetime) -> Timeline:
+    """A subject's timeline (``selectors_timeline.subject_timeline``: its queries, nothing more) in words."""
+    record = subject_timeline(task, now=now)
+    positions = {v.verification.pk: v.position for c in record.cycles for v in c.verifications}
+
+    def receipt(entry: TimelineReceiptEntry) -> TimelineReceipt:
+        label = _supersedes_label(entry, positions)
+        return TimelineReceipt(**_fields_of(entry), reason_text=reason_text_of(entry.reason), supersedes_label=label)
+
+    def verification(entry: TimelineVerificationEntry) -> TimelineVerification:
+        return TimelineVerification(**_fields_of(entry) | {"receipts": [receipt(r) for r in entry.receipts]})
+
+    def cycle(entry: TimelineCycleEntry) -> TimelineCycle:
+        return TimelineCycle(**_fields_of(entry) | {"verifications": [verification(v) for v in entry.verifications]})
+
+    return Timeline(**_fields_of(record) | {"cycles": [cycle(c) for c in record.cycles]})

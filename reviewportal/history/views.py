@@ -32,7 +32,14 @@ from reviewportal.history.access import (
     history_required,
 )
 from reviewportal.history.forms import FindingStepForm, HistoryFilterForm
-from reviewportal.history.presenters import HistoryPage, detail_words, finding_view, history_rows, subject_words
+from reviewportal.history.presenters import (
+    HistoryPage,
+    detail_words,
+    finding_view,
+    history_rows,
+    subject_words,
+    timeline_view,
+)
 from reviewportal.viewhelpers import refusal_words, verification_or_404
 from reviewportal.webwords import field_problems
 from verification.actors.services.actors import actor_for_user
@@ -66,7 +73,6 @@ from verification.records.selectors_history import (
     history_queryset,
     reviewer_choices,
 )
-from verification.records.selectors_timeline import subject_timeline
 from verification.reviews.services.findings import finding_acknowledge, finding_close
 from verification.runs.read_state import reasons_in_use
 from verification.runs.selectors import task_get
@@ -224,7 +230,7 @@ def timeline(request: HttpRequest, task_id: Any) -> HttpResponse:
     return render(
         request,
         "history/timeline.html",
-        {"timeline": subject_timeline(task, now=now), "now": now, "can_view_findings": can_view_findings(
+        {"timeline": timeline_view(task, now=now), "now": now, "can_view_findings": can_view_findings(
             request.user)},
     )
 

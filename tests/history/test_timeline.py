@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from reviewportal.history.presenters import timeline_view
 from tests.history.conftest import Story, client_for
 from tests.portal.conftest import Queue
 from verification.records import selectors_timeline as hs
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_fail_repair_pass_is_all_on_record_in_order(story: Story) -> None:
-    timeline = hs.subject_timeline(story.task, now=timezone.now())
+    timeline = timeline_view(story.task, now=timezone.now())
     assert [c.number for c in timeline.cycles] == [1]
     first, second = timeline.cycles[0].verifications
     assert (first.verification.pk, second.verification.pk) == (story.failed.pk, story.passed.pk)
@@ -45,6 +46,20 @@ def test_fail_repair_pass_is_all_on_record_in_order(story: Story) -> None:
     assert not rerun.superseded
     assert [f.kind for f in first.findings] == ["evidence_integrity"]
     assert timeline.receipt_count == 3
+
+
+def test_the_selector_says_where_each_superseded_receipt_stands(story: Story) -> None:
+    """The domain record carries the facts (each verification's number on the subject, the verification and seq of
+    the receipt a receipt supersedes); the words ("seq 1 of verification #1") are the presenter's."""
+    timeline = hs.subject_timeline(story.task, now=timezone.now())
+    first, second = timeline.cycles[0].verifications
+    assert (first.position, second.position) == (1, 2)
+    run, decision = first.receipts
+    (rerun,) = second.receipts
+    assert run.supersedes_at is None
+    assert decision.supersedes_at == (story.failed.pk, 0)
+    assert rerun.supersedes_at == (story.failed.pk, 1)
+    assert not hasattr(rerun, "supersedes_label") and not hasattr(rerun, "reason_text")
 
 
 def test_the_page_draws_supersession_and_links_every_receipt_to_its_chain(story: Story, manager: Any) -> None:

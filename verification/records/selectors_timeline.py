@@ -1,17 +1,17 @@
-"""Reads of a subject's timeline (issue 6 §2): every cycle, verification and receipt, with supersession."""
+"""Reads of a subject's timeline (issue 6 §2): every cycle, verification and receipt, with supersession, as domain
+records (the page's words, labels and anchors: ``reviewportal.history.presenters.timeline_view``)."""
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from verification.kernel.reasons import Reason
-from verification.records.read_helpers import reason_text_of
-from verification.records.selectors_history import STATE_LABELS, state_expression
+from verification.records.selectors_history import state_expression
 from verification.reviews.models import Finding, ReviewAction, ReviewDecision
 from verification.runs.models import Task, TaskCycle, Verification
 from verification.trust.models import Receipt
@@ -19,7 +19,7 @@ from verification.trust.selectors import receipt_payload
 
 
 @dataclass
-class TimelineReceipt:
+class TimelineReceiptEntry:
     """One receipt on the timeline: what it said, who issued it with what authority, why, and what it superseded."""
 
     verification_id: uuid.UUID
@@ -33,19 +33,15 @@ class TimelineReceipt:
     decided_by: str
     created_at: datetime
     reason: str
-    reason_text: str
     rationale: str
     supersedes: str | None
-    supersedes_label: str
+    #: Where the receipt it supersedes stands on this timeline: its verification and seq (None: not on it).
+    supersedes_at: tuple[uuid.UUID, int] | None = None
     superseded_by: list[str] = field(default_factory=list)
 
     @property
     def superseded(self) -> bool:
         return bool(self.superseded_by)
-
-    @property
-    def anchor(self) -> str:
-        return f"r-{self.content_hash[:16]}"
 
 
 @dataclass
@@ -58,30 +54,27 @@ class TimelineRequest:
 
 
 @dataclass
-class TimelineVerification:
+class TimelineVerificationEntry:
     verification: Verification
+    position: int  # its number on the subject, 1 the first recorded
     state: str
-    receipts: list[TimelineReceipt]
+    receipts: Sequence[TimelineReceiptEntry]
     requests: list[TimelineRequest]
     findings: list[Finding]
     superseded_by: uuid.UUID | None
 
-    @property
-    def state_label(self) -> str:
-        return STATE_LABELS.get(self.state, self.state)
-
 
 @dataclass
-class TimelineCycle:
+class TimelineCycleEntry:
     number: int
     opened_at: datetime | None
-    verifications: list[TimelineVerification]
+    verifications: Sequence[TimelineVerificationEntry]
 
 
 @dataclass
-class Timeline:
+class SubjectTimeline:
     task: Task
-    cycles: list[TimelineCycle]
+    cycles: Sequence[TimelineCycleEntry]
     receipt_count: int
 
 
@@ -91,7 +84,7 @@ def _actor_id(value: Any) -> str:
     return str(value or "")
 
 
-def subject_timeline(task: Task, *, now: datetime) -> Timeline:
+def subject_timeline(task: Task, *, now: datetime) -> SubjectTimeline:
     """Every cycle, verification and receipt of ``task`` in order, with supersession (SPEC §7: a fail, a repair and
     a pass all stay on record). Five queries whatever the subject holds: cycles, verifications, receipts, reviewers'
     actions, findings."""
@@ -112,10 +105,9 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
     findings = list(Finding.objects.filter(verification_id__in=ids).order_by("id")) if ids else []
     by_receipt = {d.receipt_id: d for d in actions if d.receipt_id}
     where: dict[str, tuple[uuid.UUID, int]] = {r.content_hash: (r.verification_id, r.seq) for r in receipts}
-    position = {v.pk: i + 1 for i, v in enumerate(verifications)}
     successors = {v.supersedes_id: v.pk for v in verifications if v.supersedes_id}
-    items: dict[uuid.UUID, list[TimelineReceipt]] = defaultdict(list)
-    timeline_receipts: dict[str, TimelineReceipt] = {}
+    items: dict[uuid.UUID, list[TimelineReceiptEntry]] = defaultdict(list)
+    timeline_receipts: dict[str, TimelineReceiptEntry] = {}
     from verification.trust import root as trust
 
     trusted = trust.trusted_keys("proof-signing")
@@ -126,12 +118,7 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
             payload = {**payload, "verdict": "", "determination": None, "reason": untrusted}
         decision = by_receipt.get(r.content_hash)
         supersedes = payload.get("supersedes_receipt_id")
-        label = ""
-        if isinstance(supersedes, str) and supersedes in where:
-            other, seq = where[supersedes]
-            label = f"seq {seq}" if other == r.verification_id else f"seq {seq} of verification #{position[other]}"
-        reason = str(payload.get("reason") or "")
-        item = TimelineReceipt(
+        item = TimelineReceiptEntry(
             verification_id=r.verification_id,
             seq=r.seq,
             content_hash=r.content_hash,
@@ -142,11 +129,10 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
             actor=r.actor or _actor_id(payload.get("actor")),
             decided_by=decision.user.get_username() if decision is not None else "",
             created_at=r.created_at,
-            reason=reason,
-            reason_text=reason_text_of(reason),
+            reason=str(payload.get("reason") or ""),
             rationale=str(payload.get("rationale") or ""),
             supersedes=supersedes if isinstance(supersedes, str) else None,
-            supersedes_label=label,
+            supersedes_at=where.get(supersedes) if isinstance(supersedes, str) else None,
         )
         items[r.verification_id].append(item)
         timeline_receipts[r.content_hash] = item
@@ -161,11 +147,12 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
     for f in findings:
         if f.verification_id is not None:
             by_verification[f.verification_id].append(f)
-    grouped: dict[int, list[TimelineVerification]] = defaultdict(list)
-    for v in verifications:
+    grouped: dict[int, list[TimelineVerificationEntry]] = defaultdict(list)
+    for position, v in enumerate(verifications, start=1):
         grouped[v.cycle or 1].append(
-            TimelineVerification(
+            TimelineVerificationEntry(
                 verification=v,
+                position=position,
                 state=str(getattr(v, "row_state", "")),
                 receipts=items.get(v.pk, []),
                 requests=requests.get(v.pk, []),
@@ -174,8 +161,8 @@ def subject_timeline(task: Task, *, now: datetime) -> Timeline:
             )
         )
     numbers = sorted(set(cycles) | set(grouped)) or [1]
-    return Timeline(
+    return SubjectTimeline(
         task=task,
-        cycles=[TimelineCycle(n, cycles.get(n), grouped.get(n, [])) for n in numbers],
+        cycles=[TimelineCycleEntry(n, cycles.get(n), grouped.get(n, [])) for n in numbers],
         receipt_count=len(receipts),
     )
