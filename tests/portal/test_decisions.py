@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from tests.portal.conftest import Queue
 from tests.verification.service_world import NOTES, inline
+from verification.api.presenters import verification_view
 from verification.errors import PermissionRefused, ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason
@@ -26,7 +27,6 @@ from verification.reviews.selectors import in_queue, queue_items
 from verification.reviews.services.claims import review_claim, review_claim_next
 from verification.reviews.services.decisions import new_request_key, review_decide, review_request_evidence
 from verification.runs.models import Event, Verification
-from verification.runs.selectors import verification_view
 from verification.runs.services.run import verification_run
 from verification.runs.services.submit import verification_add_evidence
 from verification.runs.services.tasks import task_reopen
