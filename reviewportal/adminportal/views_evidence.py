@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,6 +15,7 @@ from reviewportal.adminportal.forms import (
     RedactForm,
 )
 from reviewportal.adminportal.views import GET_POST, _denied, _htmx, _page_size, _render
+from reviewportal.viewhelpers import page_links
 from reviewportal.viewhelpers import refusal_words as _refusal
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.selectors import evidence_get
@@ -43,8 +43,7 @@ def evidence_list(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "list_refusal": refusal,
         "states": evidence_selectors.EVIDENCE_STATES,
-        "next_url": f"{here}?{urlencode({**query, 'cursor': next_cursor})}" if next_cursor else None,
-        "first_url": f"{here}?{urlencode(query)}" if cursor else None,
+        **page_links(here, query, cursor=cursor, next_cursor=next_cursor),
     }
     if _htmx(request):
         return _render(request, "adminportal/_evidence_rows.html", context)

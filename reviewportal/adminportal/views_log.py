@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 
 from reviewportal.adminportal import access
 from reviewportal.adminportal.views import _htmx, _page_size, _render
+from reviewportal.viewhelpers import page_links
 from reviewportal.viewhelpers import refusal_words as _refusal
 from verification import csv_export
 from verification.kernel.errors import KernelError
@@ -49,8 +50,7 @@ def security_log_page(request: HttpRequest) -> HttpResponse:
         "list_refusal": refusal,
         "kinds": [(k.value, k.label) for k in SecurityEventKind],
         "csv_url": f"{reverse('adminportal:security-log-csv')}?{urlencode(query)}",
-        "next_url": f"{here}?{urlencode({**query, 'cursor': next_cursor})}" if next_cursor else None,
-        "first_url": f"{here}?{urlencode(query)}" if cursor else None,
+        **page_links(here, query, cursor=cursor, next_cursor=next_cursor),
     }
     if _htmx(request):
         return _render(request, "adminportal/_security_log_rows.html", context)

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewportal.portal import loop, presenters
 from reviewportal.portal.access import can_decide, reader_required, reviewer_required
-from reviewportal.viewhelpers import refusal_words, verification_or_404
+from reviewportal.viewhelpers import page_links, refusal_words, verification_or_404
 from reviewportal.webwords import field_problems
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
@@ -85,8 +85,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     here = reverse("portal:queue")
     context = {
         "self_url": f"{here}?{urlencode({**query, **({'cursor': cursor} if cursor else {})})}",
-        "next_url": f"{here}?{urlencode({**query, 'cursor': page.next_cursor})}" if page.next_cursor else None,
-        "first_url": f"{here}?{urlencode(query)}" if cursor else None,
+        **page_links(here, query, cursor=cursor, next_cursor=page.next_cursor),
         "count_links": [
             (
                 code,
