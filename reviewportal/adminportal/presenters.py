@@ -17,7 +17,7 @@ from verification.actors.roles import ROLES
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.models import Evidence
 from verification.evidence.selectors import CitingVerification, RecordedCitation
-from verification.kernel.keys import PublicKey
+from verification.kernel.keys import PublicKey, group_fingerprint
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import STEP_NAMES, StepStatus
 from verification.reviews import selectors as reviews_selectors
@@ -29,11 +29,6 @@ from verification.trust.selectors import ChainCheck
 
 def _code(reason: Reason | None) -> str | None:
     return reason.value if reason is not None else None
-
-
-def grouped(fingerprint: str) -> str:
-    """A fingerprint in groups of four hex digits (SPEC §8), for reading aloud out of band."""
-    return " ".join(fingerprint[i : i + 4] for i in range(0, len(fingerprint), 4))
 
 
 # --- keys and pins ------------------------------------------------------------------------------------------------
@@ -63,7 +58,7 @@ def key_row(row: SigningKey, receipts: int = 0) -> KeyRow:
     return KeyRow(
         key_id=row.key_id,
         fingerprint=row.fingerprint,
-        fingerprint_grouped=grouped(row.fingerprint),
+        fingerprint_grouped=group_fingerprint(row.fingerprint),
         thumbprint=thumbprint,
         status=row.status,
         created_at=row.created_at,
@@ -104,7 +99,7 @@ def pins_in_force() -> list[PinRow]:
         PinRow(
             key_id=key_id,
             purpose=purpose,
-            fingerprint_grouped=grouped(entry.fingerprint),
+            fingerprint_grouped=group_fingerprint(entry.fingerprint),
             entry=entry,
             revoked=state.revoked.get(key_id),
             own=key_id in own,
@@ -122,7 +117,8 @@ class PinLogRow:
 
 def pin_log_rows() -> list[PinLogRow]:
     """The whole pin log, newest first."""
-    return [PinLogRow(entry, grouped(entry.fingerprint)) for entry in reversed(list(trust_selectors.pin_log()))]
+    entries = reversed(list(trust_selectors.pin_log()))
+    return [PinLogRow(entry, group_fingerprint(entry.fingerprint)) for entry in entries]
 
 
 # --- a chain as the verifier's grid ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from reviewportal.adminportal.forms import (
 from reviewportal.adminportal.views import GET_POST, _denied, _render
 from reviewportal.viewhelpers import refusal_words as _refusal
 from verification.kernel.errors import KernelError
+from verification.kernel.keys import group_fingerprint
 from verification.trust import selectors as trust_selectors
 from verification.trust.services import keys, security_log
 from verification.trust.signing import SigningKeyUnavailable
@@ -90,7 +91,7 @@ def key_unpin(request: HttpRequest, key_id: str) -> HttpResponse:
     if pin is None:
         raise Http404("this key is not pinned for that purpose")
     form = UnpinForm(request.POST or None, initial={"purpose": purpose})
-    context: dict[str, Any] = {"pin": pin, "fingerprint": presenters.grouped(pin.fingerprint), "form": form}
+    context: dict[str, Any] = {"pin": pin, "fingerprint": group_fingerprint(pin.fingerprint), "form": form}
     if request.method == "POST" and form.is_valid():
         try:
             keys.key_unpin(

@@ -256,8 +256,7 @@ class PublicKey:
     @property
     def fingerprint_grouped(self) -> str:
         """The fingerprint in groups of four hex digits, for reading aloud out of band."""
-        fp = self.fingerprint
-        return " ".join(fp[i : i + 4] for i in range(0, len(fp), 4))
+        return group_fingerprint(self.fingerprint)
 
     @property
     def key_id(self) -> str:
@@ -429,3 +428,8 @@ def sign_evidence_digest(key: PrivateKey, digest: str) -> bytes:
 def verify_evidence_signature(key: PublicKey, digest: str, signature: bytes) -> bool:
     """True iff ``signature`` is ``key``'s evidence signature over ``digest``; False for anything else."""
     return is_digest(digest) and key.verify(signature, _evidence_message(digest))
+
+
+def group_fingerprint(fingerprint: str) -> str:
+    """A fingerprint in groups of four hex digits (SPEC §8), for reading aloud out of band."""
+    return " ".join(fingerprint[i : i + 4] for i in range(0, len(fingerprint), 4))
