@@ -6,6 +6,7 @@ the daily counts do not match. Their agreement with each dashboard's definition 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -213,3 +214,34 @@ def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
     members = set(models.QueueBacklogMember.objects.values_list("verification_id", flat=True))
     assert not members & {v.pk for v in items}
     assert len(members) == len(items)
+
+
+def test_an_update_the_trigger_skips_changes_no_column_its_statements_compare() -> None:
+    """The update trigger returns at once when no column in ``_UPDATE_READS`` changed (issue 15): that is sound only
+    while every old/new comparison its statements make is over such a column."""
+    body = " ".join(rollups_triggers._pg_on_verification_update(rollups_sql.dialect("postgresql")))
+    compared = set(re.findall(r"o\.(\w+) IS DISTINCT FROM n\.\1", body))
+    assert compared  # the body compares old and new rows (else this test reads nothing)
+    assert compared <= set(rollups_triggers._UPDATE_READS)
+    guard = next(t for t in rollups_triggers.PG_TRIGGERS if t.event == "UPDATE" and t.table == rollups_sql.VERIFICATION)
+    assert all(f"o.{column} IS DISTINCT FROM n.{column}" in guard.nothing_to_do for column in compared)
+
+
+@pytest.mark.postgres
+def test_the_installed_functions_return_early_and_still_count_what_moved(queue: Queue) -> None:
+    """Migration 0016 installed the guarded functions; an UPDATE of a column the rollups do not read leaves them as
+    they were, and one of a column they read is still counted (the same as a recount)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [f"{rollups_sql.PREFIX}verification_update"])
+        source = cursor.fetchone()[0]
+    assert "IF NOT EXISTS (SELECT 1 FROM new_rows n JOIN old_rows o ON o.id = n.id WHERE" in source
+    item = queue.unknown("kept in the queue")
+    before = snapshot()
+    assert before[rollups_sql.MEMBER]
+    Verification.objects.filter(pk=item.pk).update(attempts=7, last_error="an attempt, no rollup")
+    assert snapshot() == before
+    Verification.objects.filter(pk=item.pk).update(verdict="PASS", automated_verdict="PASS", flagged=False)
+    moved = snapshot()
+    assert moved != before
+    rollups.rebuild(connection)
+    assert snapshot() == moved

@@ -102,6 +102,13 @@ def _schema_ready(connection: BaseDatabaseWrapper) -> bool:
     return "until_hour" in columns
 
 
+def install_if_ready(connection: BaseDatabaseWrapper) -> None:
+    """Replace the trigger functions with this version's, without a rebuild: for a migration that changes how the
+    triggers run but not what they count. Nothing before the rollup tables are in this version's shape."""
+    if _schema_ready(connection):
+        install(connection)
+
+
 def install_and_rebuild(apps: Any, schema_editor: Any) -> None:
     """The migration's forward step. Nothing while the rollup tables are not yet in this version's shape (migrations
     0008 and 0014 run this module as it is now, before 0015 makes the members spans): the migration that completes
