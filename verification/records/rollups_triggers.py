@@ -344,7 +344,9 @@ PG_TRIGGERS: Final = (
     _StatementTrigger(
         f"{PREFIX}verification_delete", VERIFICATION, "DELETE", _OLD, _pg_on_verification_delete, _none_in("old_rows")
     ),
-    _StatementTrigger(f"{PREFIX}decision_insert", DECISION, "INSERT", _NEW, _pg_on_decision_insert, _none_in("new_rows")),
+    _StatementTrigger(
+        f"{PREFIX}decision_insert", DECISION, "INSERT", _NEW, _pg_on_decision_insert, _none_in("new_rows")
+    ),
     _StatementTrigger(
         f"{PREFIX}phase_insert", READ_PHASE, "INSERT", _NEW, _pg_on_phase_change("new_rows"), _none_in("new_rows")
     ),
