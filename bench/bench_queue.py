@@ -112,6 +112,8 @@ TEMPLATE_CATEGORY = {
     "demo:unknown-3": "awaiting-evidence",
 }
 HELD_FRACTION, RELEASED_FRACTION, RAN_OUT_FRACTION = 0.001, 0.01, 0.01
+#: The categories in the queue whose copies may carry a released or run-out lease (held ones: MISMATCH copies).
+QUEUED = ("mismatch", "cited-conflict", "deterministic-fail", "unknown", "pending-expired", "not-run")
 OTHER_REVIEWERS = 10
 SPREAD = timedelta(days=30)
 
@@ -291,50 +293,6 @@ class Spec:
     lease: str | None = None  # held, released, ran-out
 
 
-def _plan(total: int, now: datetime, rng: random.Random) -> tuple[list[Spec], dict[str, int]]:
-    """The rows to add so that the database holds ``total`` verifications of the mix (the templates included)."""
-    counts = _allocate(total)
-    for category in TEMPLATE_CATEGORY.values():
-        counts[category] -= 1
-    assert min(counts.values()) >= 0, f"{total} rows are too few for the mix"
-
-    def past() -> datetime:
-        return now - timedelta(hours=1) - SPREAD * rng.random()
-
-    specs: list[Spec] = []
-    by_category: dict[str, list[Spec]] = {}
-    order = ["superseded"] + [name for name, _, _ in MIX if name != "superseded"]  # a re-run's original goes first
-    templates = {name: template for name, _, template in MIX}
-    for category in order:
-        made = by_category.setdefault(category, [])
-        for _ in range(counts[category]):
-            spec = Spec(category, templates[category], uuid.uuid4(), uuid.uuid4(), past())
-            if category == "pending-expired":
-                spec.deadline = spec.submitted_at + timedelta(minutes=10)
-            elif category == "pending-now":  # deadlines spread over now +/- 30 minutes
-                spec.deadline = now + timedelta(minutes=60 * rng.random() - 30)
-                spec.submitted_at = spec.deadline - timedelta(hours=1 + 23 * rng.random())
-            elif category == "pending-later":
-                spec.deadline = now + timedelta(hours=2) + timedelta(days=7) * rng.random()
-                spec.submitted_at = now - timedelta(minutes=1 + 59 * rng.random())
-            made.append(spec)
-            specs.append(spec)
-    # Each superseded verification has a re-run of its task among the UNKNOWNs (which stays in the queue).
-    for original, rerun in zip(by_category["superseded"], by_category["unknown"], strict=False):
-        rerun.supersedes, rerun.task_id, rerun.own_task = original.verification_id, original.task_id, False
-        rerun.submitted_at = min(original.submitted_at + timedelta(hours=1 + 47 * rng.random()), now)
-    queued = [s for name in ("mismatch", "cited-conflict", "deterministic-fail", "unknown", "pending-expired",
-                             "not-run") for s in by_category[name]]
-    front = by_category["mismatch"]
-    for spec in rng.sample(front, min(len(front), max(1, round(total * HELD_FRACTION)))):
-        spec.lease = "held"
-    free = [s for s in queued if s.lease is None]
-    n_released, n_ran_out = max(1, round(total * RELEASED_FRACTION)), max(1, round(total * RAN_OUT_FRACTION))
-    for i, spec in enumerate(rng.sample(free, min(len(free), n_released + n_ran_out))):
-        spec.lease = "released" if i < n_released else "ran-out"
-    return specs, counts
-
-
 def _copy_envelope(r: dict[str, Any], mapping: Mapping[str, str]) -> str:
     """The template receipt's canonical envelope with the copy's values in place of the template's.
 
@@ -429,33 +387,48 @@ def _rows_for(spec: Spec, world: World, rng: random.Random) -> dict[str, list[An
     return rows
 
 
-def _fill(total: int, world: World) -> dict[str, int]:
-    """Add copies until the database holds ``total`` verifications; VACUUM ANALYZE; the rows per category."""
-    from django.db import connection, transaction
+def _fill(total: int, world: World) -> tuple[dict[str, int], str]:
+    """Add copies until the database holds ``total`` verifications, set-based (``bench/_seed_sql.py``: the plan and
+    every row in SQL, the signatures in Python), check sample copies against ``_rows_for`` and the rollup's counts
+    against a recount; VACUUM ANALYZE. The rows per category, and a note on the build."""
+    from django.db import connection
 
-    from verification.reviews.models import ReviewDecision, ReviewLease
-    from verification.runs.models import Task, TaskCycle, Verification
-    from verification.trust.models import Receipt
+    from bench import _seed_sql
+    from verification.runs.models import Verification
 
+    started = time.perf_counter()
+    counts = _allocate(total)
+    for category in TEMPLATE_CATEGORY.values():
+        counts[category] -= 1
+    assert min(counts.values()) >= 0, f"{total} rows are too few for the mix"
+    template_of = {name: template for name, _, template in MIX}
     rng = random.Random(SEED + total)
-    specs, counts = _plan(total, datetime.now(UTC), rng)
-    models = {"tasks": Task, "cycles": TaskCycle, "verifications": Verification, "receipts": Receipt,
-              "decisions": ReviewDecision, "leases": ReviewLease}
-    for start in range(0, len(specs), CHUNK):
-        batch: dict[str, list[Any]] = {name: [] for name in models}
-        for spec in specs[start : start + CHUNK]:
-            for name, rows in _rows_for(spec, world, rng).items():
-                batch[name].extend(rows)
-        with transaction.atomic():
-            for name, model in models.items():
-                if batch[name]:
-                    model.objects.bulk_create(batch[name], batch_size=CHUNK)
+
+    def prototype(category: str, vid: uuid.UUID, task_id: uuid.UUID, submitted: datetime, deadline: datetime | None,
+                  supersedes: uuid.UUID | None, lease: str | None) -> dict[str, list[Any]]:
+        spec = Spec(category, template_of[category], vid, task_id, submitted, deadline, supersedes,
+                    own_task=supersedes is None, lease=lease)
+        return _rows_for(spec, world, rng)
+
+    plan = _seed_sql.Plan(
+        counts=counts, queued=QUEUED, held=max(1, round(total * HELD_FRACTION)),
+        released=max(1, round(total * RELEASED_FRACTION)), ran_out=max(1, round(total * RAN_OUT_FRACTION)),
+        holders=[u.pk for u in world.others], now=datetime.now(UTC), spread=SPREAD,
+        seed=((SEED + total) % 1000) / 1000,
+    )
+    seeded = _seed_sql.seed(plan, {name: world.templates[t] for name, t in template_of.items()}, prototype,
+                            world.key_id, world.private_key)
+    problems = _seed_sql.check(prototype)
+    assert not problems, "the set-based copies differ from _rows_for's:\n" + "\n".join(problems[:20])
+    _seed_sql.drop()
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     assert Verification.objects.count() == total
     for category in TEMPLATE_CATEGORY.values():
         counts[category] += 1
-    return counts
+    steps = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in seeded.steps.items())
+    rows = ", ".join(f"{name} {n:,}" for name, n in seeded.rows.items())
+    return counts, f"{total:,} built in {time.perf_counter() - started:.0f} s ({steps}; rows added: {rows})"
 
 
 # --- databases -------------------------------------------------------------------------------------------------------
@@ -916,13 +889,19 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def _queue_census() -> tuple[int, list[tuple[str, int]]]:
+def _queue_census() -> tuple[int, list[tuple[str, int]], bool]:
+    """The queue's length and counts per reason from the rollup (as the page reads them), and whether a recount of
+    the queue itself (``queue_items`` grouped by its reason as read) gives the same."""
+    from django.db.models import Count
     from django.utils import timezone
 
-    from verification.reviews.selectors import queue_counts
+    from verification.reviews.selectors import queue_counts, queue_items
 
-    counts = queue_counts(now=timezone.now(), cached=False)
-    return sum(n for _, n in counts), counts
+    now = timezone.now()
+    counts = queue_counts(now=now, cached=False)
+    rows = queue_items(now=now).order_by().values("queue_reason").annotate(n=Count("pk"))
+    recount = sorted(((str(r["queue_reason"]), int(r["n"])) for r in rows), key=lambda pair: (-pair[1], pair[0]))
+    return sum(n for _, n in counts), counts, recount == counts
 
 
 def main() -> str | None:
@@ -963,13 +942,11 @@ def main() -> str | None:
             _admin(f'CREATE DATABASE "{small}" TEMPLATE "{large}"')
             small_made = True
 
-            started = time.perf_counter()
-            mix = _fill(ROWS, world)
-            fill_s = time.perf_counter() - started
-            large_queue, large_counts = _queue_census()
+            mix, built = _fill(ROWS, world)
+            large_queue, large_counts, large_agree = _queue_census()
             _use(small)
-            _fill(SMALL_ROWS, world)
-            small_queue, _ = _queue_census()
+            _, small_built = _fill(SMALL_ROWS, world)
+            small_queue, _, small_agree = _queue_census()
 
             _use(large)
             if "a" in PARTS:
@@ -1121,8 +1098,11 @@ def main() -> str | None:
             f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}."
         )
     notes.append(
-        f"data: {', '.join(f'{name} {n:,}' for name, n in mix.items())}; built in {fill_s:.0f} s "
-        "(each copy's receipts re-signed)."
+        f"data: {', '.join(f'{name} {n:,}' for name, n in mix.items())}; {built}; {small_built} (set-based, each "
+        "copy's receipts re-signed; sample copies equal _rows_for's column for column and their chains verify); the "
+        "rollup's queue counts equal a recount of the queue: "
+        f"{'yes' if large_agree else 'NO'} with {ROWS:,}, {'yes' if small_agree else 'NO'} with {SMALL_ROWS:,}; "
+        f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs."
     )
     return _table(rows) + "\n" + "\n".join(notes)
 
