@@ -8,20 +8,20 @@ stores outcomes. Results that arrive later for a PENDING criterion are ``service
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import transaction
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from verification import metrics
 from verification.actors.services.actors import portal_service_actor
+from verification.compiled import Compiled, Probe
 from verification.errors import NotFound
 from verification.kernel.errors import InvariantError
 from verification.kernel.evaluation import (
@@ -56,31 +56,40 @@ def _after_lock_query(verification_pk: uuid.UUID) -> QuerySet[Verification, dict
     )
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    sql: str
-    params: tuple[Any, ...]
-    at: int  # the position of the verification's pk among the params
-    names: tuple[str, ...]
+#: ``_after_lock_query`` compiled once (``verification.compiled``): building it through the ORM cost more than running
+#: it.
+_AFTER_LOCK: Final = Compiled(
+    "after-lock",
+    Verification,
+    _after_lock_query,
+    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE21), uuid.UUID(int=0xC0FFEE22), Verification._meta.pk)},
+)
 
 
-#: ``_after_lock_query`` compiled once per database vendor (the SQL depends on nothing else): building this query
-#: through the ORM cost more than running it.
-_COMPILED: dict[str, _Compiled] = {}
-_PLACEHOLDER: Final = uuid.UUID(int=0)
+@functools.cache
+def _after_lock_names() -> tuple[str, ...]:
+    return tuple(_after_lock_query(uuid.UUID(int=0)).query.annotation_select)
 
 
-def _compiled(conn: BaseDatabaseWrapper) -> _Compiled:
-    found = _COMPILED.get(conn.vendor)
-    if found is None:
-        query = _after_lock_query(_PLACEHOLDER).query
-        sql, params = query.get_compiler(connection=conn).as_sql()
-        placeholder = Verification._meta.get_field("id").get_db_prep_value(_PLACEHOLDER, conn)
-        at = [i for i, value in enumerate(params) if value == placeholder]
-        if len(at) != 1:  # pragma: no cover - the query names the verification once
-            raise InvariantError(Reason.MALFORMED_RECORD, "the post-lock query must name its verification once")
-        found = _COMPILED[conn.vendor] = _Compiled(sql, tuple(params), at[0], tuple(query.annotation_select))
-    return found
+def _attempt_query(verification_pk: uuid.UUID, when: datetime) -> QuerySet[Verification]:
+    """The verification whose run is owed (no seq 0 yet, not failed): the row the attempt is counted on."""
+    return Verification.objects.filter(pk=verification_pk, failed_at__isnull=True).exclude(
+        Exists(Receipt.objects.filter(verification_id=OuterRef("pk"), seq=0))
+    )
+
+
+_PROBE_AT: Final = (datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC))
+#: Counting an attempt, compiled once.
+_COUNT_ATTEMPT: Final = Compiled(
+    "count-attempt",
+    Verification,
+    _attempt_query,
+    {
+        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE23), uuid.UUID(int=0xC0FFEE24), Verification._meta.pk),
+        "when": Probe(*_PROBE_AT, Verification._meta.get_field("started_at")),
+    },
+    update=lambda verification_pk, when: {"attempts": F("attempts") + 1, "started_at": when},
+)
 
 
 def after_lock(verification_pk: uuid.UUID) -> dict[str, Any]:
@@ -88,16 +97,10 @@ def after_lock(verification_pk: uuid.UUID) -> dict[str, Any]:
     was granted (under READ COMMITTED its snapshot then sees every commit before the lock; the locking statement's
     could not): seq 0's id if the chain has begun, the active signing key, the head of the superseded chain, and the
     gates of the fact reads (``facts.gate_annotations``) and of the outcome's (``outcome.outcome_annotations``)."""
-    conn = connections[DEFAULT_DB_ALIAS]
-    compiled = _compiled(conn)
-    params = list(compiled.params)
-    params[compiled.at] = Verification._meta.get_field("id").get_db_prep_value(verification_pk, conn)
-    with conn.cursor() as cursor:
-        cursor.execute(compiled.sql, params)
-        row = cursor.fetchone()
-    if row is None:
+    rows = _AFTER_LOCK.rows(verification_pk=verification_pk)
+    if not rows:
         raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
-    return dict(zip(compiled.names, row, strict=True))
+    return dict(zip(_after_lock_names(), rows[0], strict=True))
 
 
 def run_locked(verification: Verification, *, now: datetime, state: Mapping[str, Any] | None = None) -> Receipt:
@@ -153,11 +156,7 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     pk = _verification_pk(verification_id)
     when = now or timezone.now()
     # The attempt is counted only when the run is owed (no seq 0 yet, not failed): one statement for the common case.
-    counted = (
-        Verification.objects.filter(pk=pk, failed_at__isnull=True)
-        .exclude(Exists(Receipt.objects.filter(verification_id=OuterRef("pk"), seq=0)))
-        .update(attempts=F("attempts") + 1, started_at=when)
-    )
+    counted = _COUNT_ATTEMPT.run(verification_pk=pk, when=when)
     if not counted:
         existing = seq0(pk)
         if existing is not None:

@@ -47,12 +47,13 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from verification import metrics
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
+from verification.compiled import Compiled, Probe
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.evidence.services import evidence_admit_many
@@ -136,20 +137,33 @@ def _replayed(verification: Verification) -> Verification:
     return verification
 
 
-def _cycle_and_latest(task: Task) -> tuple[int, Verification | None]:
-    """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query; the latest
-    comes back as a reference by primary key (a new submission supersedes it: only its id is written)."""
+def _cycle_and_latest_query(task_pk: uuid.UUID) -> QuerySet[Task, tuple[Any, Any]]:
     top = TaskCycle.objects.filter(task=OuterRef("pk")).order_by("-number").values("number")[:1]
     latest = Verification.objects.filter(task=OuterRef("pk"), cycle=OuterRef("cycle_now")).order_by(
         "-created_at", "-id"
     )
-    row = (
-        Task.objects.filter(pk=task.pk)
+    return (
+        Task.objects.filter(pk=task_pk)
         .annotate(cycle_now=Subquery(top))
         .annotate(latest_id=Subquery(latest.values("pk")[:1]))
         .values_list("cycle_now", "latest_id")
-        .first()
     )
+
+
+#: Compiled once (``verification.compiled``): building it through the ORM cost several times running it.
+_CYCLE_AND_LATEST: Final = Compiled(
+    "cycle-and-latest",
+    Task,
+    _cycle_and_latest_query,
+    {"task_pk": Probe(uuid.UUID(int=0xC0FFEE11), uuid.UUID(int=0xC0FFEE12), Task._meta.pk)},
+)
+
+
+def _cycle_and_latest(task: Task) -> tuple[int, Verification | None]:
+    """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query; the latest
+    comes back as a reference by primary key (a new submission supersedes it: only its id is written)."""
+    rows = _CYCLE_AND_LATEST.rows(task_pk=task.pk)
+    row = rows[0] if rows else None
     cycle = int(row[0]) if row is not None and row[0] is not None else 1
     latest_id = row[1] if row is not None else None
     return cycle, (Verification(id=latest_id) if latest_id is not None else None)

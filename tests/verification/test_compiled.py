@@ -1,0 +1,91 @@
+"""Queries compiled once (``verification.compiled``, issue 15): the same rows and counts as the ORM's own query, the
+arguments in their places, and a value that shapes the SQL refused rather than answered wrongly."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db.models import F
+from django.utils import timezone
+
+from verification.compiled import Compiled, Probe
+from verification.runs.models import Verification
+
+pytestmark = pytest.mark.django_db
+
+PK = Verification._meta.pk
+AT = Verification._meta.get_field("started_at")
+
+
+def _values(verification_pk: uuid.UUID, since: datetime) -> object:
+    return Verification.objects.filter(pk=verification_pk, submitted_at__gte=since).values_list(
+        "pk", "submitted_at", "flagged", "verdict"
+    )
+
+
+VALUES = Compiled(
+    "test-values",
+    Verification,
+    _values,
+    {
+        "verification_pk": Probe(uuid.UUID(int=1), uuid.UUID(int=2), PK),
+        "since": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 1, 1, tzinfo=UTC), AT),
+    },
+)
+
+
+def _items(make_verification: Callable[..., Any], n: int) -> list[Verification]:
+    items = [make_verification() for _ in range(n)]
+    Verification.objects.filter(pk=items[0].pk).update(flagged=True, verdict="UNKNOWN")
+    return [Verification.objects.get(pk=item.pk) for item in items]
+
+
+def test_rows_are_the_orms_rows_in_pythons_types(make_verification: Callable[..., Any]) -> None:
+    items = _items(make_verification, 3)
+    for item in items:
+        for since in (item.submitted_at - timedelta(seconds=1), item.submitted_at + timedelta(seconds=1)):
+            expected = list(_values(item.pk, since))
+            assert VALUES.rows(verification_pk=item.pk, since=since) == expected
+    found = VALUES.rows(verification_pk=items[0].pk, since=items[0].submitted_at - timedelta(days=1))
+    assert found and isinstance(found[0][0], uuid.UUID) and isinstance(found[0][1], datetime)
+    assert found[0][2] is True  # SQLite's 1 came back as a bool
+
+
+def test_an_update_counts_the_rows_it_changed(make_verification: Callable[..., Any]) -> None:
+    item = make_verification()
+    count = Compiled(
+        "test-update",
+        Verification,
+        lambda verification_pk, when: Verification.objects.filter(pk=verification_pk, failed_at__isnull=True),
+        {
+            "verification_pk": Probe(uuid.UUID(int=3), uuid.UUID(int=4), PK),
+            "when": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 1, 1, tzinfo=UTC), AT),
+        },
+        update=lambda verification_pk, when: {"attempts": F("attempts") + 1, "started_at": when},
+    )
+    before = Verification.objects.get(pk=item.pk).attempts
+    when = timezone.now()
+    assert count.run(verification_pk=item.pk, when=when) == 1
+    assert count.run(verification_pk=uuid.uuid4(), when=when) == 0
+    row = Verification.objects.get(pk=item.pk)
+    assert (row.attempts, row.started_at) == (before + 1, when)
+
+
+def test_a_value_that_shapes_the_sql_is_refused() -> None:
+    shaped = Compiled(
+        "test-shaped",
+        Verification,
+        lambda pks: Verification.objects.filter(pk__in=pks).values_list("pk"),
+        {"pks": Probe([uuid.UUID(int=5)], [uuid.UUID(int=6), uuid.UUID(int=7)])},
+    )
+    with pytest.raises(AssertionError, match="'pks' is not a plain parameter"):
+        shaped.rows(pks=[uuid.uuid4()])
+
+
+def test_the_arguments_must_be_the_declared_ones() -> None:
+    with pytest.raises(TypeError, match="expected"):
+        VALUES.rows(verification_pk=uuid.uuid4())
