@@ -24,7 +24,7 @@ from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import actor_for_user, portal_service_actor, token_issue
 from verification.reviews.models import ReviewLease
 from verification.reviews.services.claims import _rail_refusal, review_claim_next
-from verification.runs.cycle_workers import rails_certainly_refuse
+from verification.runs.cycle_workers import rails_certainly_refuse, rails_uncertain
 from verification.runs.models import Claim, Link, Task, TaskCycle, Verification
 from verification.runs.services.tasks import claim_record, contract_accept, link_record, task_create, task_reopen
 from verification.trust.models import SecurityLogEntry
@@ -49,9 +49,9 @@ _cases = st.fixed_dictionaries(
 )
 
 
-def _actors() -> list[Actor]:
+def _actors(names: tuple[str, ...] = NAMES) -> list[Actor]:
     made = []
-    for name in NAMES:
+    for name in names:
         if name == "portal":
             made.append(portal_service_actor())
         else:
@@ -59,10 +59,10 @@ def _actors() -> list[Actor]:
     return made
 
 
-def _build(case: dict[str, Any]) -> tuple[list[Verification], Actor]:
+def _build(case: dict[str, Any], names: tuple[str, ...] = NAMES) -> tuple[list[Verification], Actor]:
     """The case's rows, written directly (the rails read nothing else): actors and their tokens, a task with its
     cycles, claims, verifications (some without a submitter), links (some without a known committer)."""
-    actors = _actors()
+    actors = _actors(names)
     for who, boundary in case["tokens"]:
         ApiToken.objects.create(actor=actors[who], boundary=boundary, token_hash=secrets.token_hex(32), prefix="t")
     task = Task.objects.create(title="generated")
@@ -124,6 +124,49 @@ def test_the_sql_form_bars_exactly_what_the_rails_refuse(case: dict[str, Any]) -
         for verification in verifications:
             refusal = _rail_refusal(Verification.objects.get(pk=verification.pk), verifier)
             assert (verification.pk in barred_in_sql) == (refusal is not None), (case, refusal)
+        transaction.set_rollback(True)
+
+
+#: Names and boundaries the SQL form reads less exactly than the kernel: a tab (blank to ``strip``, not to a trim of
+#: spaces), spaces around a name, a name that does not start with printable ASCII.
+ODD_NAMES = (*NAMES, "\t", " dee ", "\u00e9va")
+ODD_BOUNDARIES = (*BOUNDARIES, "\t", " ctr-1 ", "ctr-1\n")
+_odd_actor = st.sampled_from(range(len(ODD_NAMES)))
+_odd_cases = st.fixed_dictionaries(
+    {
+        "tokens": st.lists(st.tuples(_odd_actor, st.sampled_from(ODD_BOUNDARIES)), max_size=5),
+        "cycles": st.integers(1, 3),
+        "claims": st.lists(st.tuples(_odd_actor, st.integers(1, 3)), max_size=3),
+        "submissions": st.lists(st.tuples(st.none() | _odd_actor, st.integers(1, 4)), min_size=1, max_size=3),
+        "links": st.lists(st.tuples(st.none() | _odd_actor, st.booleans()), max_size=2),
+        "verifier": _odd_actor,
+    }
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_odd_cases)
+@example(case=_one_rule(claims=[(5, 1)]))  # a claimant named by a tab: unnamed, not barred by the SQL form
+@example(case=_one_rule(tokens=[(0, "\t"), (1, "\t")]))  # a shared tab boundary: blank, so not shared
+@example(case=_one_rule(tokens=[(0, " ctr-1 "), (1, " ctr-1 ")]))  # a shared boundary with spaces around it
+@example(case=_one_rule(verifier=6))  # a verifier with spaces around its name: named
+@example(case=_one_rule(submissions=[(1, 2)], cycles=1))  # a verification of a cycle the task does not have yet
+def test_the_sql_form_refuses_only_what_the_rails_refuse_and_vouches_only_for_what_they_allow(
+    case: dict[str, Any],
+) -> None:
+    """With names and boundaries the SQL form cannot read as the kernel does: where it bars an item
+    (``rails_certainly_refuse``) the rails refuse, and where it neither bars it nor doubts it (``rails_uncertain``)
+    the rails allow; the claim leases an item without running the rails only then (``claims._judged_queryset``)."""
+    with transaction.atomic():
+        verifications, verifier = _build(case, ODD_NAMES)
+        barred = set(Verification.objects.filter(rails_certainly_refuse(verifier.pk)).values_list("pk", flat=True))
+        unsure = set(Verification.objects.filter(rails_uncertain(verifier.pk)).values_list("pk", flat=True))
+        for verification in verifications:
+            refusal = _rail_refusal(Verification.objects.get(pk=verification.pk), verifier)
+            if verification.pk in barred:
+                assert refusal is not None, case
+            elif verification.pk not in unsure:
+                assert refusal is None, (case, refusal)
         transaction.set_rollback(True)
 
 
@@ -239,16 +282,10 @@ def test_a_claim_recorded_later_bars_the_item_at_once(queue: Queue, reviewer: An
     assert review_claim_next(user=reviewer2) == item
 
 
-def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_once_more(
-    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Three items at the front the reviewer worked on, then a plain one: the exact rails run on the first barred
-    item (the plain query offered it), then the filtered query offers the plain item, the rails pass it: two runs of
-    the rails for one claim, not one per barred item."""
+def _count_rails(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The tasks the exact rails run on during a claim (``claims._rails_over``), in order."""
     from verification.reviews.services import claims as reviews
 
-    barred = [queue.self_review_trap(reviewer, title=f"own work {i}") for i in range(3)]
-    plain = queue.unknown("after them")
     runs: list[Any] = []
     rails = reviews._rails_over
 
@@ -257,6 +294,52 @@ def test_after_one_barred_item_the_query_passes_over_the_rest_and_the_rails_run_
         return rails(found, verifier)
 
     monkeypatch.setattr(reviews, "_rails_over", counted)
+    return runs
+
+
+def test_barred_items_at_the_front_are_passed_over_by_the_sql_form_without_the_rails(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three items at the front the reviewer worked on, then a plain one: the rails' SQL form judges each candidate in
+    the claim's own round trip (issue 15), so the three are passed over as barred and the plain one is leased as
+    certainly allowed; the exact rails never run. (Before, they ran on the first barred item and on the plain one.)"""
+    barred = [queue.self_review_trap(reviewer, title=f"own work {i}") for i in range(3)]
+    plain = queue.unknown("after them")
+    runs = _count_rails(monkeypatch)
     assert review_claim_next(user=reviewer) == plain
-    assert runs == [barred[0].task_id, plain.task_id]
+    assert runs == []
     assert all(_never_leased(item) for item in barred)
+
+
+def test_the_exact_rails_decide_where_the_sql_form_cannot_vouch(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claimant named by a tab only: unnamed to the kernel (``strip``), not blank to the SQL form (it trims spaces),
+    so the SQL form neither bars the item nor vouches for it: the exact rails run on it and refuse it, and nothing is
+    leased. The next item is certainly allowed: leased without them."""
+    odd = queue.unknown("a claimant named by a tab")
+    tab = Actor.objects.create(name="\t", kind="agent")
+    Claim.objects.create(task=odd.task, cycle=odd.cycle, actor=tab, boundary="ctr-1")
+    plain = queue.unknown("plain")
+    actor_for_user(reviewer)  # its actor exists (a first claim's verifier is unknown to the SQL form: never sure)
+    runs = _count_rails(monkeypatch)
+    assert review_claim_next(user=reviewer) == plain
+    assert runs == [odd.task_id]
+    assert _never_leased(odd)
+
+
+def test_the_exact_rails_allow_what_the_sql_form_cannot_vouch_for(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reviewer holds a token whose boundary has spaces around it (not plain: the SQL form compares only plain
+    boundaries). Nobody on the item shares it, so the exact rails, which run because the SQL form cannot vouch, allow
+    it: leased, one run of the rails."""
+    item = queue.unknown("plain")
+    ApiToken.objects.create(
+        actor=actor_for_user(reviewer), boundary=" own laptop ", token_hash=secrets.token_hex(32), prefix="t"
+    )
+    runs = _count_rails(monkeypatch)
+    assert review_claim_next(user=reviewer) == item
+    assert runs == [item.task_id]
+    assert ReviewLease.objects.get(verification=item).holder == reviewer
+    assert _claims_logged(item) == 1

@@ -17,7 +17,8 @@ user's actor and its boundaries, so the decision rails on a "Next item" candidat
 
 ``rails_certainly_refuse`` is the same definition as SQL, for a query that must pass over many items at once (the
 reviewer's "Next item", issue 15): built from the same row sources, and compared with the rails over ``cycle_workers``
-by a property test (tests/reviews/test_claim_filter.py).
+by a property test (tests/reviews/test_claim_filter.py); with ``rails_uncertain`` (where the SQL form reads a fact
+less exactly than the kernel) it decides an item in the claim's own statement: refused, allowed, or left to the rails.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from django.db.models import (
     Value,
     Window,
 )
-from django.db.models.functions import Cast, RowNumber, Trim
-from django.db.models.lookups import Exact
+from django.db.models.functions import Cast, Coalesce, Left, Ord, Right, RowNumber, Trim
+from django.db.models.lookups import Exact, Range
 
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import PORTAL_ACTOR_NAME, PORTAL_BOUNDARY, boundaries_from, kernel_actor
@@ -388,28 +389,49 @@ def _unnamed(actor: str | None = None) -> Q:
     return Q(**{f"{actor}__isnull": True}) | _blank(f"{actor}__name")
 
 
+#: The printable ASCII characters other than the space: none of them is whitespace to Python's ``str.strip``.
+_PRINTABLE: Final = (33, 126)
+
+
+def _plain(column: str) -> Q:
+    """``column`` (a name or a boundary) starts and ends with a printable ASCII character other than the space, so the
+    kernel's ``strip`` leaves it as it is and it is certainly not blank (NULL is not plain)."""
+    first, last = Coalesce(Ord(Left(column, 1)), 0), Coalesce(Ord(Right(column, 1)), 0)
+    return Q(Range(first, _PRINTABLE)) & Q(Range(last, _PRINTABLE))
+
+
+def _clear(actor: str = "") -> Q:
+    """The actor (this row, or the one in foreign key ``actor``) as the kernel reads it without doubt: a plain name and
+    a known kind (``kernel_actor`` refuses an unknown one)."""
+    prefix = f"{actor}__" if actor else ""
+    return _plain(f"{prefix}name") & Q(**{f"{prefix}kind__in": list(kactors.ActorKind)})
+
+
 def rails_certainly_refuse(verifier: Any) -> Q:
     """A condition on ``Verification`` rows: the decision rails (``reviews.services.claims._rail_refusal``, i.e.
     ``check_approval_cycle`` and ``check_verifier`` over ``cycle_workers``) certainly refuse the actor whose pk is
-    ``verifier`` on that verification. Built from the same row sources as ``cycle_workers`` (``_claims_of``,
-    ``_submissions_of``, ``_links_of``, the tokens' boundaries and the portal's own), so that one query can pass over
-    every item an actor may not decide instead of running the rails item by item (tests/reviews/test_claim_filter.py
-    compares the two over generated cases).
+    ``verifier`` (a value or an expression) on that verification. Built from the same row sources as
+    ``cycle_workers`` (``_claims_of``, ``_submissions_of``, ``_links_of``, the tokens' boundaries and the portal's
+    own), so that one query can pass over every item an actor may not decide instead of running the rails item by
+    item (tests/reviews/test_claim_filter.py compares the two over generated cases).
 
-    It only ever answers for a refusal, never "may decide": the caller still runs the rails on the item it picks.
+    It only ever answers for a refusal, never "may decide": that is ``rails_uncertain``'s part (where neither holds,
+    the rails allow), and the caller runs the exact rails where it holds.
     Each condition is a refusal of the rails:
 
     - no subject (no task or no cycle), or the approval's cycle is older than the task's latest (``stale-cycle``);
     - the verifier is unnamed, or a worker of the cycle or a link's committer is unnamed (``unnamed-actor``);
     - the verifier is a worker of the cycle (``worker-self-verification``) or committed a link of the task,
       superseded or not (``verifier-authored-work``);
-    - the verifier shares a boundary with a worker (``shared-execution-boundary``): a token's, or the portal's.
+    - the verifier shares a boundary with a worker (``shared-execution-boundary``): a plain boundary of one of its
+      tokens (``_plain``), or the portal's.
 
     One ``EXISTS`` per source (each planned subquery costs the claim query planning time on every call).
     """
     task, cycle = OuterRef("task"), OuterRef("cycle")
-    # The verifier's own facts do not depend on the row: the database answers them once per query.
-    verifier_boundaries = ApiToken.objects.filter(actor=verifier).exclude(_blank("boundary")).values("boundary")
+    # The verifier's own facts do not depend on the row: the database answers them once per query. Its boundaries: the
+    # plain ones only, certainly not blank to the kernel (which drops blank ones); any other is ``rails_uncertain``.
+    verifier_boundaries = ApiToken.objects.filter(Q(actor=verifier) & _plain("boundary")).values("boundary")
     verifier_is_portal = Exists(Actor.objects.filter(pk=verifier, name=PORTAL_ACTOR_NAME))
     verifier_in_portal = verifier_is_portal | Exists(ApiToken.objects.filter(actor=verifier, boundary=PORTAL_BOUNDARY))
 
@@ -434,4 +456,29 @@ def rails_certainly_refuse(verifier: Any) -> Q:
     )
 
 
-__all__ = ["CycleWorkers", "cycle_workers", "rails_certainly_refuse"]
+def rails_uncertain(verifier: Any) -> Q:
+    """A condition on ``Verification`` rows: where ``rails_certainly_refuse(verifier)`` does not hold, the SQL form
+    cannot vouch that the rails allow the actor whose pk is ``verifier`` (a value, or an expression such as the
+    portal user's actor as a subquery: NULL while the user has none) to decide it. Where neither holds the rails
+    certainly allow it (tests/reviews/test_claim_filter.py compares the three answers over generated cases), so
+    "Next item" leases it without running them; where this holds, the exact rails decide.
+
+    Each condition is a fact the SQL form reads less exactly than the kernel:
+
+    - the task has no cycle row numbered as the item's cycle (the current cycle is then not proven to be it);
+    - the verifier is not a stored actor with a plain name and a known kind (``_clear``), or has a boundary that is
+      not plain (the SQL form compares only plain boundaries);
+    - a worker of the cycle (a claimant, a submitter) is not clear, or a link's committer's name is not plain.
+    """
+    task, cycle = OuterRef("task"), OuterRef("cycle")
+    return (
+        ~Exists(_cycles_of(task).filter(number=cycle))
+        | ~Exists(Actor.objects.filter(Q(pk=verifier) & _clear()))
+        | Exists(ApiToken.objects.filter(Q(actor=verifier) & ~_plain("boundary")))
+        | Exists(_claims_of(task, cycle).filter(~_clear("actor")))
+        | Exists(_submissions_of(task, cycle).filter(~_clear("submitted_by")))
+        | Exists(_links_of(task).filter(~_plain("committing_actor__name")))
+    )
+
+
+__all__ = ["CycleWorkers", "cycle_workers", "rails_certainly_refuse", "rails_uncertain"]
