@@ -18,6 +18,7 @@ leased without the rails in Python; otherwise the exact rails decide.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -181,9 +182,37 @@ def _claim_sql() -> _ClaimSQL | None:
         or any(first[i] != adapt(_PROBES[0]) or second[i] != adapt(_PROBES[1]) for i in positions)
     ):
         _CLAIM_SQL[key] = None
+    elif connection.vendor == "postgresql":
+        _CLAIM_SQL[key] = _inlined(sql, first, positions)
     else:
         _CLAIM_SQL[key] = (sql, tuple(first), positions)
     return _CLAIM_SQL[key]
+
+
+def _inlined(sql: str, params: Sequence[Any], keep: tuple[int, ...]) -> _ClaimSQL:
+    """PostgreSQL: the compiled claim query with every parameter but those at ``keep`` (``now``'s) written into its
+    text as a literal (psycopg's quoting, ``%`` doubled for the driver), so that the statement, sent prepared, runs on
+    one generic plan: with the queue's constants as parameters that plan cannot use the queue's expression index
+    (migration 0007) and sorts the whole queue (~600 ms at 100,000 verifications); with them written in, it seeks the
+    index like the custom plan (~0.1 ms a statement, no planning)."""
+    from psycopg import sql as psql
+
+    connection.ensure_connection()
+    pieces = re.split(r"(%%|%s)", sql)
+    given = iter(enumerate(params))
+    out: list[str] = []
+    kept: list[Any] = []
+    for piece in pieces:
+        if piece != "%s":
+            out.append(piece)
+            continue
+        i, value = next(given)
+        if i in keep:
+            out.append("%s")
+            kept.append(value)
+        else:
+            out.append(psql.Literal(value).as_string(connection.connection).replace("%", "%%"))
+    return "".join(out), tuple(kept), tuple(range(len(kept)))
 
 
 def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: datetime) -> list[Any]:
@@ -410,7 +439,7 @@ def _claim_in_one_statement(user: Any, now: datetime, compiled: _ClaimSQL) -> tu
     started = time.monotonic()
     with connection.wrap_database_errors, _psycopg_cursor() as claim, _psycopg_cursor() as judgement:
         with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
-            claim.execute(sql, params)
+            claim.execute(sql, params, prepare=True)
             judgement.execute(judge[0], judge_params, prepare=True)
         row, judged = claim.fetchone(), {pk: (_flag(r), _flag(s)) for pk, r, s in judgement.fetchall()}
     _logged(sql, started)
