@@ -1,14 +1,20 @@
 """API benchmark (issue "Verifications end to end", acceptance; run by ``make bench``).
 
 (a) verifications per second through the API: ``POST /v1/verifications`` (a digest rubric, ``wait_ms=0``) over real
-    HTTP to gunicorn on 127.0.0.1 (``manage.py runserver --noreload`` when gunicorn is not installed), run by two
-    real Celery worker processes (prefork, one pool child each) on Redis, from the first request until every
-    verification has its receipt; beside the same work done in this process by calling ``verification_submit`` and
-    then ``verification_run`` directly, one after the other.
+    HTTP to gunicorn on 127.0.0.1 (``manage.py runserver --noreload`` when gunicorn is not installed), run by k = 1,
+    2 and 4 real Celery worker processes (prefork, one pool child each; ``BENCH_API_WORKERS``) on Redis, from the
+    first request until every verification has its receipt; each k as a ratio to k times the 1-worker figure (issue
+    15: >= 0.8 while the CPUs allow), with the CPU count, what the CPUs allow, and where the CPU went (the web
+    server's and the workers' processes, the whole machine); beside the same work done in this process by calling
+    ``verification_submit`` and then ``verification_run`` directly, one after the other. All the workers start at
+    once and are warmed up; for each k, the first k consume the benchmark's queue and the others are told to stop
+    consuming it (Celery's remote control: ``add_consumer``/``cancel_consumer``, checked with ``active_queues``), and
+    the tasks each worker ran are read from its stats, so a figure for k is the work of exactly k processes.
 (b) p50/p95 latency of one ``wait_ms=5000`` submission end to end (request sent until the 200 with the finished
     result is read), beside ``verification_submit`` + ``verification_run`` called directly.
 
-Both sides run in the same run, in alternating rounds, so the machine's other load hits both alike. PostgreSQL and
+Both sides run in the same run, in alternating rounds (the k in turn, the order reversed every other round), so the
+machine's other load hits them alike. PostgreSQL and
 Redis only (DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...): anything else is skipped with a message.
 It works in a scratch database ``bench_api_<name>`` that it creates, migrates and drops, and in two Celery queues
 of its own (``bench-api-<random>`` for the workers; ``...-direct-...`` takes the messages the direct submissions
@@ -41,9 +47,17 @@ from urllib.parse import quote
 REPO_ROOT = Path(__file__).resolve().parents[1]
 THROUGHPUT_COUNT = int(os.environ.get("BENCH_API_COUNT", "400"))
 LATENCY_COUNT = int(os.environ.get("BENCH_API_LATENCY", "200"))
-CLIENTS = int(os.environ.get("BENCH_API_CLIENTS", "4"))
+#: Client threads of (a): enough that the requests are answered well before the workers finish (the report says).
+CLIENTS = int(os.environ.get("BENCH_API_CLIENTS", "8"))
 WEB_WORKERS = int(os.environ.get("BENCH_API_WEB_WORKERS", "2"))
-CELERY_WORKERS = 2
+#: (a): the numbers of Celery worker processes measured; (b) runs with 2 of them (or the most there are, if fewer).
+WORKER_COUNTS = tuple(sorted({int(k) for k in os.environ.get("BENCH_API_WORKERS", "1,2,4").split(",")}))
+CELERY_WORKERS = max(WORKER_COUNTS)
+LATENCY_WORKERS = min(2, CELERY_WORKERS)
+#: (a) in two ways: "end to end", the runs while the requests come in (the API's throughput: the web server and the
+#: workers share the CPUs), timed from the first request; and "drain", the same submissions made through the API
+#: first with no worker consuming, then the queue drained by the k workers, timed from their start (the workers alone).
+MODES = ("end to end", "drain")
 #: Submissions go round-robin to this many tasks: a new verification of a subject supersedes the latest one, so a
 #: single task would serialize every submission behind the run of the one before it.
 TASKS = int(os.environ.get("BENCH_API_TASKS", "16"))
@@ -271,6 +285,15 @@ def _api_throughput(
 ) -> tuple[float, float, list[str], list[Any]]:
     """``count`` submissions with ``wait_ms=0`` from ``CLIENTS`` threads: (seconds from the first request until every
     one is finished (a receipt, or failed), seconds until the last response, ids, unexpected responses)."""
+    started = time.perf_counter()
+    answered, ids, unexpected = _submit(port, world, count)
+    _drain(ids, processes)
+    return time.perf_counter() - started, answered, ids, unexpected
+
+
+def _submit(port: int, world: World, count: int) -> tuple[float, list[str], list[Any]]:
+    """``count`` submissions with ``wait_ms=0`` from ``CLIENTS`` threads: (seconds until the last response, ids,
+    unexpected responses)."""
     ids: list[str] = []
     unexpected: list[Any] = []
     lock = threading.Lock()
@@ -296,14 +319,17 @@ def _api_throughput(
         thread.start()
     for thread in threads:
         thread.join()
-    answered = time.perf_counter() - started
+    return time.perf_counter() - started, ids, unexpected
+
+
+def _drain(ids: list[str], processes: Processes) -> None:
+    """Until every one of ``ids`` is finished (a receipt, or failed); polled every 20 ms."""
     deadline = time.monotonic() + DRAIN_SECONDS
     while _finished(ids) < len(ids):
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {_finished(ids)}/{len(ids)} verifications finished in {DRAIN_SECONDS} s")
         processes.check()
-        time.sleep(0.01)
-    return time.perf_counter() - started, answered, ids, unexpected
+        time.sleep(0.02)
 
 
 def _api_latency(port: int, world: World, count: int) -> tuple[list[float], list[str], list[Any]]:
@@ -338,9 +364,31 @@ def percentile(values: list[float], q: float) -> float:
 
 
 @dataclass
+class Phase:
+    """The throughput runs with k workers, summed over the rounds."""
+
+    seconds: float = 0.0  # first request until the last receipt
+    answered_seconds: float = 0.0  # first request until the last response
+    done: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)  # CpuClock.stop() summed
+    tasks: dict[str, int] = field(default_factory=dict)  # tasks each worker received
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds
+
+    def add_cpu(self, cpu: dict[str, float], tasks: dict[str, int]) -> None:
+        for key, value in cpu.items():
+            self.cpu[key] = self.cpu.get(key, 0.0) + value
+        for key, n in tasks.items():
+            self.tasks[key] = self.tasks.get(key, 0) + n
+
+
+@dataclass
 class Figures:
-    api_seconds: float = 0.0
-    api_answered_seconds: float = 0.0
+    phases: dict[tuple[str, int], Phase] = field(
+        default_factory=lambda: {(mode, k): Phase() for mode in MODES for k in WORKER_COUNTS}
+    )
     api_ids: list[str] = field(default_factory=list)
     direct_seconds: float = 0.0
     direct_count: int = 0
@@ -348,6 +396,7 @@ class Figures:
     direct_latency: list[float] = field(default_factory=list)
     latency_ids: list[str] = field(default_factory=list)
     unexpected: list[Any] = field(default_factory=list)
+    load_at_start: tuple[float, float, float] = field(default_factory=os.getloadavg)
 
 
 def _checks(ids: list[str]) -> str:
@@ -363,46 +412,105 @@ def _checks(ids: list[str]) -> str:
     return f"checks: {len(ids)} API verifications, {met} met, {seq0} with seq 0, {receipts} receipts in all: {verdict}"
 
 
-def _table(rows: list[tuple[str, str, str, str]]) -> str:
-    head = ("measure", "value", "comparison (direct service calls, same run)", "ratio")
-    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(4)]
+def _table(rows: list[tuple[str, str, str, str, str]]) -> str:
+    head = ("measure", "value", "comparison (same run)", "ratio", "target")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in (head, *rows)]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def _report(figures: Figures, server: str) -> str:
-    api_rate = len(figures.api_ids) / figures.api_seconds
-    direct_rate = figures.direct_count / figures.direct_seconds
-    rows = [
-        (
-            f"(a) verifications/s via POST /v1/verifications, {CELERY_WORKERS} Celery workers",
-            f"{api_rate:,.1f}/s",
-            f"verification_submit + verification_run, one process: {direct_rate:,.1f}/s",
-            f"{api_rate / direct_rate:.2f}",
+def _phase_note(mode: str, k: int, phase: Phase, names: list[str]) -> str:
+    """Where the time and the CPU of the runs with ``k`` workers went."""
+    cpu, ms = phase.cpu, 1000 / phase.done
+    workers = sum(cpu.get(name, 0.0) for name in names)
+    machine = cpu["machine"] / cpu["machine-all"] if cpu.get("machine-all") else 0.0
+    tasks = ", ".join(str(phase.tasks.get(name, 0)) for name in names)
+    if mode == "drain":
+        timing = (f"submitted in {phase.answered_seconds:.1f} s with no worker consuming, then drained in "
+                  f"{phase.seconds:.1f} s")
+    else:
+        share = phase.answered_seconds / phase.seconds
+        bound = (
+            "the requests were all answered long before the runs finished: the workers are the bottleneck"
+            if share < 0.7
+            else "the requests took most of the time: the web side may be the bottleneck"
         )
-    ]
+        timing = f"the last answered after {phase.answered_seconds:.1f} of {phase.seconds:.1f} s ({bound})"
+    return (
+        f"{mode}, k={k}: {phase.done} submissions, {timing}; tasks per worker {tasks}; CPU per verification: "
+        f"web server {cpu.get('web', 0.0) * ms:.1f} ms, workers {workers * ms:.1f} ms (PostgreSQL's not counted: a "
+        f"backend per request or task); each consuming worker busy "
+        f"{workers / (k * phase.seconds):.0%} of the time; the machine's CPUs {machine:.0%} busy (other jobs included)"
+    )
+
+
+def _report(figures: Figures, server: str, names: list[str]) -> str:
+    cpus = os.cpu_count() or 1
+    one = figures.phases["end to end", 1]
+    direct_rate = figures.direct_count / figures.direct_seconds
+    labels = {"end to end": "(a) verifications/s via POST /v1/verifications, end to end,",
+              "drain": "    the same submitted first, then the queue drained by"}
+    rows = []
+    for (mode, k), phase in figures.phases.items():
+        base = figures.phases[mode, 1].rate
+        rows.append(
+            (
+                f"{labels[mode]} {k} Celery worker{'s' if k > 1 else ''}",
+                f"{phase.rate:,.1f}/s",
+                f"{k} x the 1-worker figure: {k * base:,.1f}/s" if k > 1 else "",
+                f"{phase.rate / (k * base):.2f}" if k > 1 else "",
+                (">= 0.8" if k <= cpus else f"(k > {cpus} CPUs)") if k > 1 else "",
+            )
+        )
+    rows.append(
+        (
+            "    verification_submit + verification_run called directly, one process",
+            f"{direct_rate:,.1f}/s",
+            f"1 worker via the API, end to end: {one.rate:,.1f}/s",
+            f"{one.rate / direct_rate:.2f}",
+            "",
+        )
+    )
     for q in (50, 95):
         api_ms = percentile(figures.api_latency, q) * 1000
         direct_ms = percentile(figures.direct_latency, q) * 1000
         rows.append(
             (
-                f"(b) p{q} latency of a wait_ms={WAIT_MS} submission",
+                f"(b) p{q} latency of a wait_ms={WAIT_MS} submission, {LATENCY_WORKERS} workers",
                 f"{api_ms:,.1f} ms",
                 f"verification_submit + verification_run: {direct_ms:,.1f} ms",
                 f"{api_ms / direct_ms:.2f}",
+                "",
             )
         )
+    within = [str(k) for k in WORKER_COUNTS if 1 < k <= cpus]
+    beyond = [k for k in WORKER_COUNTS if k > cpus]
+    drained = figures.phases["drain", 1]
+    worker_busy = sum(drained.cpu.get(name, 0.0) for name in names) / drained.seconds
+    machine_busy = drained.cpu["machine"] / drained.cpu["machine-all"] if drained.cpu.get("machine-all") else 0.0
     notes = [
-        f"server: {server} on 127.0.0.1; {CELERY_WORKERS} workers `celery worker --pool=prefork --concurrency=1` on "
-        f"Redis; PostgreSQL scratch database; {os.cpu_count()} CPUs shared by all of them",
-        f"(a) {len(figures.api_ids)} submissions (wait_ms=0) from {CLIENTS} client threads, timed from the first "
-        f"request until the last receipt (the last response came after {figures.api_answered_seconds:.1f} of "
-        f"{figures.api_seconds:.1f} s); {TASKS} tasks in turn; direct: {figures.direct_count} in a row; "
-        f"{ROUNDS} alternating rounds",
+        f"server: {server} on 127.0.0.1; up to {CELERY_WORKERS} workers `celery worker --pool=prefork "
+        f"--concurrency=1` on Redis; PostgreSQL scratch database; os.cpu_count() = {cpus}, shared by all of them, "
+        f"the client threads and the machine's other jobs",
+        f"what the CPUs allow: {cpus} CPUs, so up to k = {cpus} workers can each run on a CPU of their own (the web "
+        "server, PostgreSQL, Redis and the client threads use the same CPUs); the target applies to k = "
+        f"{', '.join(within) or '(none)'}"
+        + "".join(f"; k = {k} workers share {cpus} CPUs: were one worker to keep a CPU busy, k = {k} could reach at "
+                  f"most {cpus}/{k} = {cpus / k:.2f} of {k} x the 1-worker figure (shown, not a target)"
+                  for k in beyond)
+        + f". Measured while 1 worker drained the queue: the worker's processes used {worker_busy:.0%} of a CPU, "
+        f"the machine's {cpus} CPUs were {machine_busy:.0%} busy (other jobs included)",
+        f"(a) per k and round {THROUGHPUT_COUNT // ROUNDS} submissions (wait_ms=0) from {CLIENTS} client threads, "
+        f"timed from the first request until the last receipt; {TASKS} tasks in turn; {ROUNDS} rounds, the k in "
+        f"turn (reversed every other round), end to end and then drained for each; a direct run of "
+        f"{THROUGHPUT_COUNT // ROUNDS} in a row first in each round",
+        *(_phase_note(mode, k, phase, names) for (mode, k), phase in figures.phases.items()),
         f"(b) {len(figures.api_latency)} submissions one after the other, each timed from sending the request to "
         f"reading the 200; direct: {len(figures.direct_latency)}; no target is set for these figures",
         _checks(figures.api_ids + figures.latency_ids),
+        f"load average at the start of the timed rounds {', '.join(f'{x:.2f}' for x in figures.load_at_start)}, at the "
+        f"end {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
     ]
     if figures.unexpected:
         notes.append(f"UNEXPECTED responses: {len(figures.unexpected)}, first: {str(figures.unexpected[0])[:300]}")
@@ -467,6 +575,93 @@ def _workers_answer(names: list[str]) -> bool:
     return {name for reply in replies for name in reply} >= set(names)
 
 
+def _consuming(queue: str, names: list[str]) -> set[str]:
+    """Which of the workers ``names`` consume ``queue`` now (each must answer)."""
+    from reviewportal.celery import app
+
+    replies = app.control.inspect(destination=names, timeout=5.0).active_queues() or {}
+    if set(replies) != set(names):
+        raise RuntimeError(f"workers that did not answer: {sorted(set(names) - set(replies))}")
+    return {name for name, queues in replies.items() if any(q.get("name") == queue for q in queues)}
+
+
+def _consume(queue: str, active: list[str], idle: list[str]) -> None:
+    """The ``active`` workers consume ``queue`` and the ``idle`` ones do not (remote control), checked. Only a change
+    is sent: a worker runs ``add_consumer`` after it has replied (``call_soon``), so an add to a worker that already
+    consumes could land after a later cancel; the adds are awaited until ``active_queues`` shows them."""
+    from reviewportal.celery import app
+
+    now = _consuming(queue, active + idle)
+    stop, start = sorted(now & set(idle)), sorted(set(active) - now)
+    if stop:
+        app.control.cancel_consumer(queue, destination=stop, reply=True, timeout=5.0)
+    if start:
+        app.control.add_consumer(queue, destination=start, reply=True, timeout=5.0)
+    deadline = time.monotonic() + 10
+    while (now := _consuming(queue, active + idle)) != set(active):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"workers consuming {queue}: {sorted(now)}, expected {sorted(active)}")
+        time.sleep(0.005)
+
+
+def _tasks_run(names: list[str]) -> dict[str, int]:
+    """How many tasks each worker has received so far (its stats' ``total``, every task name)."""
+    from reviewportal.celery import app
+
+    replies = app.control.inspect(destination=names, timeout=5.0).stats() or {}
+    return {name: sum(replies.get(name, {}).get("total", {}).values()) for name in names}
+
+
+# --- CPU -------------------------------------------------------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _session_cpu(session: int) -> float:
+    """CPU seconds (user + system, and of waited-for children) of the live processes of ``session`` (a process
+    started with ``start_new_session`` and everything it forked: gunicorn's workers, Celery's pool child)."""
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # from field 3 (state) on: session is field 6, utime 14
+        if int(fields[3]) == session:
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / _TICKS
+
+
+def _machine_cpu() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot (``/proc/stat``; busy: neither idle nor iowait)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / _TICKS, sum(fields) / _TICKS
+
+
+@dataclass
+class CpuClock:
+    """CPU seconds of the web server, of each worker, and the machine's, between ``start`` and ``stop``."""
+
+    web: int  # the server's pid (its session)
+    workers: dict[str, int]  # worker name -> pid (its session)
+    readings: dict[str, float] = field(default_factory=dict)
+
+    def _read(self) -> dict[str, float]:
+        busy, every = _machine_cpu()
+        out = {"web": _session_cpu(self.web), "machine": busy, "machine-all": every}
+        out.update({name: _session_cpu(pid) for name, pid in self.workers.items()})
+        return out
+
+    def start(self) -> None:
+        self.readings = self._read()
+
+    def stop(self) -> dict[str, float]:
+        now = self._read()
+        return {key: now[key] - self.readings[key] for key in now}
+
+
 def _healthy(port: int) -> bool:
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -495,6 +690,8 @@ def main() -> str | None:
     skipped = _skip_reason()
     if skipped is not None:
         return f"bench_api: skipped: {skipped}"
+    if 1 not in WORKER_COUNTS:
+        return f"bench_api: BENCH_API_WORKERS must include 1 (the figure the others are compared with): {WORKER_COUNTS}"
     broker = os.environ["CELERY_BROKER_URL"]
     token = secrets.token_hex(6)
     api_queue, direct_queue = f"bench-api-{token}", f"bench-api-direct-{token}"
@@ -568,22 +765,48 @@ def _run(  # noqa: PLR0913 - the run's whole context, passed once
         )
     _wait_until(lambda: _healthy(port), START_SECONDS, processes)
     _wait_until(lambda: _workers_answer(names), START_SECONDS, processes)
-    # Warm up both sides (imports, connections, the private key cache); the workers answer the API's at once.
+    # Warm up both sides (imports, connections, the private key cache) and every worker: a burst they share.
     _, _, warm_unexpected = _api_latency(port, world, WARM_UP)
+    if warm_unexpected:
+        raise RuntimeError(f"warm-up failed: {str(warm_unexpected[0])[:300]}\n{processes.tail('web')}")
+    *_, warm_unexpected = _api_throughput(port, world, WARM_UP * CELERY_WORKERS, processes)
     if warm_unexpected:
         raise RuntimeError(f"warm-up failed: {str(warm_unexpected[0])[:300]}\n{processes.tail('web')}")
     _direct(world, WARM_UP)
 
+    pids = dict(processes.started)
+    clock = CpuClock(pids["web"].pid, {name: pids[f"worker{n}"].pid for n, name in enumerate(names)})
     figures = Figures()
-    for _ in range(ROUNDS):
-        seconds, each, _ = _direct(world, THROUGHPUT_COUNT // ROUNDS)
+    per_phase = THROUGHPUT_COUNT // ROUNDS
+    for round_no in range(ROUNDS):
+        seconds, each, _ = _direct(world, per_phase)
         figures.direct_seconds += seconds
         figures.direct_count += len(each)
-        seconds, answered, ids, unexpected = _api_throughput(port, world, THROUGHPUT_COUNT // ROUNDS, processes)
-        figures.api_seconds += seconds
-        figures.api_answered_seconds += answered
-        figures.api_ids += ids
-        figures.unexpected += unexpected
+        for k in WORKER_COUNTS if round_no % 2 == 0 else tuple(reversed(WORKER_COUNTS)):
+            for mode in MODES:
+                tasks_before = _tasks_run(names)
+                if mode == "end to end":
+                    _consume(queue, names[:k], names[k:])
+                    clock.start()
+                    seconds, answered, ids, unexpected = _api_throughput(port, world, per_phase, processes)
+                else:
+                    _consume(queue, [], names)
+                    answered, ids, unexpected = _submit(port, world, per_phase)
+                    clock.start()
+                    started = time.perf_counter()
+                    _consume(queue, names[:k], names[k:])
+                    _drain(ids, processes)
+                    seconds = time.perf_counter() - started
+                cpu = clock.stop()
+                tasks_after = _tasks_run(names)
+                phase = figures.phases[mode, k]
+                phase.seconds += seconds
+                phase.answered_seconds += answered
+                phase.done += len(ids)
+                phase.add_cpu(cpu, {name: tasks_after[name] - tasks_before[name] for name in names})
+                figures.api_ids += ids
+                figures.unexpected += unexpected
+    _consume(queue, names[:LATENCY_WORKERS], names[LATENCY_WORKERS:])
     for _ in range(ROUNDS):
         each, ids, unexpected = _api_latency(port, world, LATENCY_COUNT // ROUNDS)
         figures.api_latency += each
@@ -592,7 +815,7 @@ def _run(  # noqa: PLR0913 - the run's whole context, passed once
         _, each, _ = _direct(world, LATENCY_COUNT // ROUNDS)
         figures.direct_latency += each
     processes.check()
-    return _report(figures, server)
+    return _report(figures, server, names)
 
 
 if __name__ == "__main__":

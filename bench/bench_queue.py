@@ -80,6 +80,8 @@ PARTS = frozenset(os.environ.get("BENCH_QUEUE_PARTS", "abcd").replace(",", ""))
 PROFILE_PATH = os.environ.get("BENCH_QUEUE_PROFILE", "")
 PROFILE_CLAIMS = 200
 SEED = 15
+#: Keep the two scratch databases at the end (``BENCH_QUEUE_KEEP=1``), named in the report.
+KEEP = os.environ.get("BENCH_QUEUE_KEEP", "") not in ("", "0")
 
 #: (category, fraction of all rows, the template it copies). The first seven are in the queue (pending-now: half).
 MIX: tuple[tuple[str, float, str], ...] = (
@@ -968,9 +970,13 @@ def main() -> str | None:
                 http = _time_http(large)
         finally:
             _use(large)
-            connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
-            if small_made:
-                _admin(f'DROP DATABASE IF EXISTS "{small}"')
+            if KEEP:  # to look into them afterwards (EXPLAIN ANALYZE); the next run replaces them
+                connection.close()
+                connection.settings_dict["NAME"] = old_name
+            else:
+                connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
+                if small_made:
+                    _admin(f'DROP DATABASE IF EXISTS "{small}"')
 
     def page_row(label: str, samples: dict[str, list[float]]) -> tuple[str, str, str, str, str]:
         big, little = samples["large"], samples["small"]
@@ -1097,6 +1103,8 @@ def main() -> str | None:
             f"{len(http.samples['decide'])}, trivial {len(trivial)}; load average at the end "
             f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}."
         )
+    if KEEP:
+        notes.append(f"kept: the databases {large} ({ROWS:,}) and {small} ({SMALL_ROWS:,}) (BENCH_QUEUE_KEEP).")
     notes.append(
         f"data: {', '.join(f'{name} {n:,}' for name, n in mix.items())}; {built}; {small_built} (set-based, each "
         "copy's receipts re-signed; sample copies equal _rows_for's column for column and their chains verify); the "
