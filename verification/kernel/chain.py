@@ -17,7 +17,7 @@ import base64
 import binascii
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -72,11 +72,13 @@ def signing_message(content_hash: str) -> bytes:
 def decode_signature(text: str) -> bytes | None:
     """Strict standard base64 (alphabet, padding, canonical trailing bits); None when it is not."""
     try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    # validate=True still accepts non-zero padding bits ("AB==" and "AA==" decode alike): require the one encoding.
-    if base64.b64encode(raw).decode("ascii") != text:
+        # strict_mode refuses characters outside the alphabet and misplaced padding, and a str that is not ASCII
+        # raises ValueError (UnicodeEncodeError below); the comparison requires the one canonical encoding, since
+        # strict_mode still accepts non-zero padding bits ("AB==" and "AA==" decode alike).
+        raw = binascii.a2b_base64(text, strict_mode=True)
+        if binascii.b2a_base64(raw, newline=False) != text.encode("ascii"):
+            return None
+    except (binascii.Error, ValueError, TypeError, AttributeError):
         return None
     return raw
 
@@ -215,28 +217,35 @@ def build_proof(*, verification_id: str, entries: Sequence[Entry], proof_head_ha
     )
 
 
-def wire_entry(
-    *, seq: Any, key_id: Any, prev_hash: Any, content_hash: Any, signature: Any, envelope: Any
-) -> dict[str, Any]:
-    """One entry as the wire's JSON object, from stored columns taken as they are (the portal signs every receipt
-    with the one algorithm and format). Unchecked: for re-verifying what is stored, tampered or not."""
-    return {
-        "seq": seq,
-        "key_id": key_id,
-        "algo": ALGO,
-        "format": FORMAT,
-        "prev_hash": prev_hash,
-        "content_hash": content_hash,
-        "signature": signature,
-        "envelope": envelope,
-    }
+#: The stored columns a wire entry is made of, in the order ``wire_entries`` reads them.
+WIRE_COLUMNS: Final = ("seq", "key_id", "prev_hash", "content_hash", "signature", "envelope")
+
+
+def wire_entries(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Each row of stored columns (``WIRE_COLUMNS``, in that order) as the wire's JSON object, taken as they are (the
+    portal signs every receipt with the one algorithm and format). Unchecked: for re-verifying what is stored,
+    tampered or not."""
+    return [
+        {
+            "seq": seq,
+            "key_id": key_id,
+            "algo": ALGO,
+            "format": FORMAT,
+            "prev_hash": prev_hash,
+            "content_hash": content_hash,
+            "signature": signature,
+            "envelope": envelope,
+        }
+        for seq, key_id, prev_hash, content_hash, signature, envelope in rows
+    ]
 
 
 def proof_document(
     *, verification_id: str, entries: Sequence[Mapping[str, Any]], proof_head_hash: str
 ) -> dict[str, Any]:
     """The proof document's frame around ``entries`` as given, in the order given. ``build_proof`` checks its entries
-    first; the audit hands over the stored rows unchecked (``wire_entry``) so the strict verifier judges them."""
+    first; the audit and ``proof_for`` hand over the stored rows unchecked (``wire_entries``) so that the strict
+    verifier judges them."""
     return {
         "verification_id": verification_id,
         "format": FORMAT,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final
@@ -27,18 +26,25 @@ _RFC3339_UTC: Final = re.compile(r"\A(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d
 # --- per-entry working state --------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class Work:
-    """One entry as the steps learn it: its array index, the raw entry, then what each step found."""
+    """One entry as the steps learn it: its array index, the raw entry, then what each step found.
 
-    index: int
-    raw: Any
-    seq: int = -1
-    envelope_bytes: bytes = b""
-    signature: bytes = b""
-    content_hash: str = ""  # recomputed (step 2)
-    body: dict[str, Any] = field(default_factory=dict)
-    failure: Reason | None = None
+    A plain slotted class rather than a dataclass: one is made per entry, and a dataclass's keyword ``__init__`` with
+    a default factory cost more than every whole-entry check of step 3, 4, 6 or 8 on a 10,000-entry chain.
+    """
+
+    __slots__ = ("index", "raw", "seq", "shaped", "envelope_bytes", "signature", "content_hash", "body", "failure")
+
+    def __init__(self, index: int, raw: Any) -> None:
+        self.index = index
+        self.raw = raw
+        self.seq = -1
+        self.shaped = False  # step 0 passed: ``raw`` is a mapping with every wire field, of the right type
+        self.envelope_bytes = b""
+        self.signature = b""
+        self.content_hash = ""  # recomputed (step 2)
+        self.body: dict[str, Any] = {}
+        self.failure: Reason | None = None
 
 
 class StepFailed(Exception):
@@ -99,19 +105,25 @@ def step0_entry_shape(work: Work) -> None:
         raise StepFailed(Reason.MALFORMED_PROOF, "signature is not standard base64")
     work.signature = signature
     work.envelope_bytes = _utf8(raw["envelope"], "envelope")
+    work.shaped = True
 
 
 # step 2 -----------------------------------------------------------------------------------------------------
 
 
+#: The signed body's string fields, then the others, in the order a missing one is reported.
+_SIGNED_STRINGS: Final = ("format", "algo", "key_id", "verification_id", "rubric_hash", "submission_hash", "created_at")
+_SIGNED_REQUIRED: Final = (*_SIGNED_STRINGS, "seq", "prev_hash", "payload")
+_SIGNED_REQUIRED_SET: Final = frozenset(_SIGNED_REQUIRED)
+
+
 def _signed_body(body: object) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise StepFailed(Reason.MALFORMED_ENVELOPE, f"the envelope is a JSON {type_name(body)}, not an object")
-    strings = ("format", "algo", "key_id", "verification_id", "rubric_hash", "submission_hash", "created_at")
-    for name in (*strings, "seq", "prev_hash", "payload"):
-        if name not in body:
-            raise StepFailed(Reason.MALFORMED_ENVELOPE, f"the signed body has no {name}")
-    for name in strings:
+    if not body.keys() >= _SIGNED_REQUIRED_SET:
+        missing = next(name for name in _SIGNED_REQUIRED if name not in body)
+        raise StepFailed(Reason.MALFORMED_ENVELOPE, f"the signed body has no {missing}")
+    for name in _SIGNED_STRINGS:
         if not isinstance(body[name], str):
             raise StepFailed(Reason.MALFORMED_ENVELOPE, f"signed {name} must be a string, got {type_name(body[name])}")
     if not _is_int(body["seq"]) or body["seq"] < 0:
@@ -146,7 +158,9 @@ def step2_content(work: Work) -> None:
     if work.content_hash != work.raw["content_hash"]:
         raise StepFailed(Reason.CONTENT_HASH_MISMATCH, "content_hash is not the sha256 of the envelope bytes")
     try:
-        parsed = loads_strict(work.envelope_bytes)
+        # The text, not the bytes: step 0 encoded it, so it is valid UTF-8 and decoding those bytes would give this
+        # same text back (the strict parse refuses a byte order mark either way, with the same words).
+        parsed = loads_strict(work.raw["envelope"])
     except StrictJSONError as exc:
         raise StepFailed(Reason.MALFORMED_ENVELOPE, f"the envelope is not strict JSON ({exc.reason.value})") from None
     work.body = _signed_body(parsed)
@@ -162,10 +176,21 @@ def step3_format(work: Work) -> None:
         raise StepFailed(Reason.UNSUPPORTED_ALGO, f"signed algo {work.body['algo']!r} is not {ALGO}")
 
 
+_SIDE_CHANNEL: Final = ("key_id", "algo", "format", "seq", "prev_hash")
+
+
 def step4_side_channel(work: Work) -> None:
-    for name in ("key_id", "algo", "format", "seq", "prev_hash"):  # types already checked in steps 0 and 2
-        if work.raw[name] != work.body[name]:
-            raise StepFailed(Reason.ENVELOPE_MISMATCH, f"side-channel {name} differs from the signed body")
+    raw, body = work.raw, work.body
+    # Types already checked in steps 0 and 2. All five compared at once; the first that differs is named.
+    if (
+        raw["key_id"] != body["key_id"]
+        or raw["algo"] != body["algo"]
+        or raw["format"] != body["format"]
+        or raw["seq"] != body["seq"]
+        or raw["prev_hash"] != body["prev_hash"]
+    ):
+        name = next(name for name in _SIDE_CHANNEL if raw[name] != body[name])
+        raise StepFailed(Reason.ENVELOPE_MISMATCH, f"side-channel {name} differs from the signed body")
 
 
 def document3_format(proof: Mapping[str, Any]) -> None:

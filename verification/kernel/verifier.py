@@ -208,7 +208,8 @@ class _Run:
     def __init__(self) -> None:
         self.steps: list[StepResult] = []
         self.failed: StepResult | None = None
-        self.passes: dict[int, EntryResult] = {}  # an entry's "ok" result (by index): every passing step reuses it
+        # Every entry's "ok" result, in the entries' current order: a passing step shares this one tuple.
+        self._passes: tuple[EntryResult, ...] | None = None
 
     def whole(self, number: int, reason: Reason | None, detail: str = "", entry: Work | None = None) -> bool:
         """Record a whole-proof check (about ``entry`` when one entry is concerned); True when it passed."""
@@ -237,44 +238,48 @@ class _Run:
         ``document`` is the step's check of the proof's own top-level fields; it decides only when every entry
         passed (an entry's signed fact is the more specific finding).
         """
-        results: list[EntryResult] = []
-        decider: tuple[int, EntryResult] | None = None
-        for work in works:
+        failures: list[tuple[int, Work, StepFailed]] = []
+        for position, work in enumerate(works):
             try:
                 check(work)
             except StepFailed as fail:
-                seq = work.seq if work.seq >= 0 else None  # after the check: step 0 learns the seq
-                res = EntryResult(seq=seq, ok=False, reason=fail.reason, index=work.index, detail=fail.detail)
-                work.failure = work.failure or fail.reason
-                rank = work.index if by_index else work.seq
-                if decider is None or rank < decider[0]:
-                    decider = (rank, res)
-            else:
-                res = self._passed(work)
-            results.append(res)
-        if decider is None:
+                failures.append((position, work, fail))
+        if not failures:
             try:
                 if document is not None:
                     document()
             except StepFailed as fail:
-                self.record(_failed(number, tuple(results), fail.reason, None, fail.detail))
+                self.record(_failed(number, self.passes(works), fail.reason, None, fail.detail))
                 return False
-            self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, tuple(results)))
+            self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, self.passes(works)))
             return True
-        first = decider[1]
+        results = list(self.passes(works))
+        ranked: list[tuple[int, EntryResult]] = []
+        for position, work, failure in failures:
+            seq = work.seq if work.seq >= 0 else None  # after the check: step 0 learns the seq
+            res = EntryResult(seq=seq, ok=False, reason=failure.reason, index=work.index, detail=failure.detail)
+            work.failure = work.failure or failure.reason
+            results[position] = res
+            ranked.append((work.index if by_index else work.seq, res))
+        first = min(ranked, key=lambda item: item[0])[1]  # the first of the lowest
         self.record(_failed(number, tuple(results), first.reason, first.seq, first.detail))
         return False
 
     def all_passed(self, number: int, works: Sequence[Work]) -> None:
         """Record step ``number`` as passed by every entry (its check was made by the caller)."""
-        results = tuple(self._passed(work) for work in works)
-        self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, results))
+        self.record(StepResult(number, STEP_NAMES[number], StepStatus.PASSED, self.passes(works)))
 
-    def _passed(self, work: Work) -> EntryResult:
-        cached = self.passes.get(work.index)
-        if cached is None or cached.seq != work.seq:  # step 0 learns the seq
-            cached = self.passes[work.index] = EntryResult(seq=work.seq, ok=True, index=work.index)
-        return cached
+    def passes(self, works: Sequence[Work]) -> tuple[EntryResult, ...]:
+        """Every entry's "ok" result in ``works``' order (made once; ``reordered`` after the entries are sorted)."""
+        if self._passes is None:
+            self._passes = tuple(EntryResult(work.seq, True, None, work.index) for work in works)
+        return self._passes
+
+    def reordered(self, works: Sequence[Work]) -> None:
+        """The entries were sorted (step 1): the same "ok" results, in the new order."""
+        if self._passes is not None:
+            by_index = {result.index: result for result in self._passes}
+            self._passes = tuple(by_index[work.index] for work in works)
 
     def record(self, result: StepResult) -> None:
         self.steps.append(result)
@@ -299,8 +304,8 @@ def _report(run: _Run, works: Sequence[Work], computed_head: str | None) -> Veri
         EntryView(  # seq, index, content_hash, key_id, status, reason, body
             w.seq if w.seq >= 0 else None,
             w.index,
-            _get_str(w.raw, "content_hash"),
-            _get_str(w.raw, "key_id"),
+            w.raw["content_hash"] if w.shaped else _get_str(w.raw, "content_hash"),  # step 0 checked both strings
+            w.raw["key_id"] if w.shaped else _get_str(w.raw, "key_id"),
             StepStatus.FAILED if w.failure else unfailed,
             w.failure,
             MappingProxyType(w.body) if w.body else None,
@@ -351,12 +356,13 @@ def _verify(
         run.whole(0, Reason.EMPTY_PROOF, "the proof has no entries")
         return _report(run, works, None)
     # ... each of which has every field with the right type and a strict base64 signature.
-    works = [Work(index=i, raw=raw) for i, raw in enumerate(raw_entries)]
+    works = [Work(i, raw) for i, raw in enumerate(raw_entries)]
     if not run.per_entry(0, works, step0_entry_shape, by_index=True):
         return _report(run, works, None)
 
     # Step 1 (seed 4): sort by seq; contiguous from 0. Array order is irrelevant.
     works.sort(key=lambda w: w.seq)
+    run.reordered(works)
     gaps = [(position, w) for position, w in enumerate(works) if w.seq != position]
     if gaps:
         results = tuple(

@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time
+from operator import itemgetter
 from typing import Any, Final
 
 from django.db.models import Count, Q, QuerySet
@@ -14,7 +15,7 @@ from django.utils import timezone
 from verification.errors import ServiceError
 from verification.kernel import limits
 from verification.kernel.canonical import loads_strict
-from verification.kernel.chain import ALGO, FORMAT, Entry, build_proof
+from verification.kernel.chain import ALGO, FORMAT, WIRE_COLUMNS, Entry, proof_document, wire_entries
 from verification.kernel.keys import PublicKey
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import (
@@ -49,10 +50,6 @@ def head_of(verification: Verification) -> Receipt | None:
     return Receipt.objects.filter(verification=verification).order_by("-seq").first()
 
 
-#: The receipt columns the wire entry is made of, in ``Entry``'s order.
-_ENTRY_COLUMNS: Final = ("seq", "key_id", "prev_hash", "content_hash", "signature", "envelope")
-
-
 def _entry(seq: int, key_id: str, prev_hash: str | None, content_hash: str, signature: str, envelope: str) -> Entry:
     return Entry(
         seq=seq,
@@ -74,12 +71,23 @@ def entry_of(receipt: Receipt) -> Entry:
 
 
 def proof_for(verification: Verification) -> dict[str, Any] | None:
-    """The proof document of a verification (SPEC §7) with the server-served head; None while the chain is empty."""
-    rows = receipts_of(verification).values_list(*_ENTRY_COLUMNS)  # only the wire columns: chains can be long
-    entries = [_entry(*row) for row in rows]
+    """The proof document of a verification (SPEC §7) with the server-served head; None while the chain is empty.
+
+    The entries are the stored columns as they are (``wire_entries``), as the audit reads them: each was checked when
+    it was signed, and whoever relies on the proof verifies it strictly (a tampered row is the verifier's finding,
+    not an error here). No ``Entry`` is built: re-checking every stored signature's base64 was a quarter of the time
+    it takes to fetch a 10,000-entry chain.
+    """
+    # Only the wire columns (chains can be long), in the database's order and sorted here: with ORDER BY seq,
+    # PostgreSQL may sort the wide rows (spilling 11 MB to disk for 10,000 entries when it expects a short chain)
+    # where sorting the fetched tuples by seq costs a millisecond (they mostly arrive in order).
+    rows = list(Receipt.objects.filter(verification=verification).order_by().values_list(*WIRE_COLUMNS))
+    rows.sort(key=itemgetter(0))
+    entries = wire_entries(rows)
     if not entries:
         return None
-    return build_proof(verification_id=str(verification.id), entries=entries, proof_head_hash=entries[-1].content_hash)
+    head = entries[-1]["content_hash"]
+    return proof_document(verification_id=str(verification.id), entries=entries, proof_head_hash=head)
 
 
 @dataclass(frozen=True)

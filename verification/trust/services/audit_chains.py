@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from verification.kernel.canonical import loads_strict
-from verification.kernel.chain import proof_document, wire_entry
+from verification.kernel.chain import WIRE_COLUMNS, proof_document, wire_entries
 from verification.kernel.errors import KernelError
 from verification.kernel.findings import FindingKind
 from verification.kernel.journal import JournalState
@@ -18,16 +18,7 @@ from verification.runs.models import Verification
 from verification.trust.models import Receipt
 from verification.trust.services.audit_report import CHUNK, AuditReport, Problem
 
-_CHAIN_COLUMNS: Final = (
-    "verification_id",
-    "seq",
-    "key_id",
-    "prev_hash",
-    "content_hash",
-    "signature",
-    "envelope",
-    "verification__submission_hash",
-)
+_CHAIN_COLUMNS: Final = ("verification_id", *WIRE_COLUMNS, "verification__submission_hash")
 
 
 def _revocation(state: JournalState | None, key_id: str) -> tuple[str, str]:
@@ -96,17 +87,7 @@ def check_chains(
         report.receipts += len(chain)
         vid = str(verification_id)
         first = chain[0]
-        entries = [
-            wire_entry(
-                seq=seq,
-                key_id=key_id,
-                prev_hash=prev_hash,
-                content_hash=content_hash,
-                signature=signature,
-                envelope=envelope,
-            )
-            for _, seq, key_id, prev_hash, content_hash, signature, envelope, _ in chain
-        ]
+        entries = wire_entries(row[1:-1] for row in chain)  # the wire columns, between the id and the hash
         head = entries[-1]["content_hash"]  # the stored head (SPEC §7: the caller's trusted head)
         proof = proof_document(verification_id=vid, entries=entries, proof_head_hash=head)
         result = verify_report(
