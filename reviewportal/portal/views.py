@@ -29,11 +29,11 @@ from reviewportal.webwords import field_problems
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
+from verification.reviews import item_selectors
 from verification.reviews import selectors as review_selectors
 from verification.reviews.models import ReviewAction
 from verification.reviews.services import claims, decisions
 from verification.runs.models import Verification
-from verification.runs.selectors import verification_get
 
 logger = logging.getLogger(__name__)
 csp_logger = logging.getLogger("reviewportal.csp")
@@ -131,7 +131,7 @@ def _progress(request: HttpRequest, left: int | None = None) -> dict[str, Any]:
     return {
         "decided": loop.decided(request),
         "left": left,
-        "last": verification_get(last) if last else None,
+        "last": item_selectors.verification_with_task(last) if last else None,
         "skipped": len(loop.skipped(request)),
     }
 
@@ -180,7 +180,7 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
     holds = lease is not None and lease.holder_id == request.user.pk
     bar = None
     if can_decide(request.user) and view.in_queue:
-        barred = claims.review_bar(user=request.user, verification=verification)
+        barred = decisions.decision_bar(user=request.user, verification=verification)
         bar = refusal_words(barred) if barred is not None else None
     context = {
         "view": view,
@@ -211,7 +211,9 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
 @require_GET
 @reader_required
 def review(request: HttpRequest, verification_id: str) -> HttpResponse:
-    verification = verification_or_404(verification_id)
+    verification = item_selectors.review_subject(verification_id)
+    if verification is None:
+        raise Http404("no such verification")
     return render(request, "portal/review.html", _review_context(request, verification))
 
 
@@ -316,7 +318,8 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
         loop.keep_form(request, verification.pk, {"form": form, "refusal": refusal_words(exc), "request_key": key})
         return redirect(reverse("portal:review", kwargs={"verification_id": verification.pk}) + "#refusal")
     loop.drop_form(request, verification.pk)
-    title = verification.task.title if verification.task else str(verification.pk)
+    decided = decision.verification  # the row the decision locked, read with its task
+    title = decided.task.title if decided.task else str(verification.pk)
     if decision.action == ReviewAction.MORE_EVIDENCE:
         messages.success(request, f"Sent “{title}” back for more evidence: it leaves the queue until a re-run.")
     else:

@@ -7,18 +7,22 @@ its lease and decisions. The page's view models are ``reviewportal.portal.presen
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, QuerySet, Subquery
+
+from verification.compiled import Compiled, Probe
 from verification.evidence.models import VerificationEvidence
 from verification.evidence.selectors import EvidenceRead, read_evidence
 from verification.kernel.determination import Outcome
 from verification.kernel.evidence import Freshness, freshness
 from verification.kernel.verifier import VerificationReport, verify_report
 from verification.reviews.models import ReviewDecision, ReviewLease
-from verification.reviews.selectors import active_lease, in_queue, outcome_as_read
+from verification.reviews.selectors import _held, active_lease, outcome_as_read, queue_member_q
 from verification.runs.models import ArrivedResult, Verification
 from verification.runs.selectors import rubric_criteria
 from verification.trust.models import Receipt, ReceiptKind
@@ -61,6 +65,79 @@ class ReviewItem:
     decisions: list[ReviewDecision]
     in_queue: bool
     superseded_by: Verification | None
+
+
+def _pk(verification_id: Any) -> uuid.UUID | None:
+    try:
+        return verification_id if isinstance(verification_id, uuid.UUID) else uuid.UUID(str(verification_id))
+    except ValueError:
+        return None
+
+
+def review_subject(verification_id: Any) -> Verification | None:
+    """The verification of a review page, or None (also for a string that is not a UUID), with what the page shows
+    of it read in the same query: its task, its submitter, its rubric and its lease with the holder."""
+    pk = _pk(verification_id)
+    if pk is None:
+        return None
+    related = ("task", "submitted_by", "rubric", "review_lease", "review_lease__holder")
+    return Verification.objects.select_related(*related).filter(pk=pk).first()
+
+
+def verification_with_task(verification_id: Any) -> Verification | None:
+    """The verification with this id and its task (one query), or None."""
+    pk = _pk(verification_id)
+    return Verification.objects.select_related("task").filter(pk=pk).first() if pk is not None else None
+
+
+def _lease(verification: Verification, now: datetime) -> ReviewLease | None:
+    """The lease held on ``verification`` at ``now``: the one ``review_subject`` read with it, else read now."""
+    if not Verification._meta.get_field("review_lease").is_cached(verification):
+        return active_lease(verification, now=now)
+    try:
+        lease = verification.review_lease
+    except ReviewLease.DoesNotExist:
+        return None
+    return _held(lease, now)
+
+
+def _queue_facts_query(*, verification_pk: Any, now: datetime) -> QuerySet[Any]:
+    """Whether the verification is in the queue at ``now`` (``queue_member_q``, the queue's one definition) and the
+    pk of the newer verification that supersedes it (a re-run), as one row."""
+    newer = Verification.objects.filter(supersedes=OuterRef("pk")).order_by("created_at", "id").values("pk")[:1]
+    return (
+        Verification.objects.filter(pk=verification_pk)
+        .annotate(
+            r_member=ExpressionWrapper(queue_member_q(now), output_field=BooleanField()),
+            r_newer=Subquery(newer),
+        )
+        .values_list("r_member", "r_newer")
+    )
+
+
+#: The field that gives ``now`` its database form in the compiled queries (any timestamp column would do).
+_AT_FIELD: Final = ReviewLease._meta.get_field("expires_at")
+#: ``_queue_facts_query`` compiled once (``verification.compiled``): building the membership condition through the ORM
+#: cost more than running the statement.
+_QUEUE_FACTS: Final = Compiled(
+    "review-queue-facts",
+    Verification,
+    _queue_facts_query,
+    {
+        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE51), uuid.UUID(int=0xC0FFEE52), Verification._meta.pk),
+        "now": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC), _AT_FIELD),
+    },
+)
+
+
+def _queue_facts(verification: Verification, now: datetime) -> tuple[bool, Verification | None]:
+    """In the queue at ``now``, and the verification that supersedes it (``_queue_facts_query``)."""
+    rows = _QUEUE_FACTS.rows(verification_pk=verification.pk, now=now)
+    if not rows:
+        return False, None
+    member, newer_pk = rows[0]
+    superseded_by = Verification.objects.filter(pk=newer_pk).first() if newer_pk is not None else None
+    return bool(member), superseded_by
 
 
 def bound_evidence(verification: Verification, payload: Mapping[str, Any], now: datetime) -> list[BoundEvidence]:
@@ -120,6 +197,7 @@ def review_item(verification: Verification, *, now: datetime) -> ReviewItem:
     if outcome is not None and verification.rubric is not None:
         kinds = {c.id: c.kind.value for c in rubric_criteria(verification.rubric).criteria}
     evidence = bound_evidence(verification, automated_payload, now)
+    member, superseded_by = _queue_facts(verification, now)
     return ReviewItem(
         verification=verification,
         now=now,
@@ -132,10 +210,10 @@ def review_item(verification: Verification, *, now: datetime) -> ReviewItem:
         evidence=evidence,
         judgments=semantic_judgments(verification, outcome),
         chain=verify_chain(verification, head),
-        lease=active_lease(verification, now=now),
+        lease=_lease(verification, now),
         decisions=list(
             ReviewDecision.objects.filter(verification=verification).select_related("user", "receipt").order_by("id")
         ),
-        in_queue=in_queue(verification, now=now),
-        superseded_by=Verification.objects.filter(supersedes=verification).order_by("created_at", "id").first(),
+        in_queue=member,
+        superseded_by=superseded_by,
     )

@@ -18,15 +18,18 @@ verification's row lock, so a double click or a replayed POST gets the first one
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from django.db import transaction
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, QuerySet, Subquery
 
 from verification.actors.models import Actor
-from verification.actors.services.actors import actor_for_user
+from verification.actors.services.actors import actor_for_user, kernel_actor
+from verification.compiled import Compiled, Probe
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -40,24 +43,25 @@ from verification.kernel.integrity import StoredItem, recheck
 from verification.kernel.payloads import decision_payload
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Verdict
-from verification.reviews.models import ReviewAction, ReviewDecision
-from verification.reviews.selectors import forget_queue_counts, in_queue
+from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
+from verification.reviews.selectors import forget_queue_counts, queue_member_q
 from verification.reviews.services.claims import (
     END_DECIDED,
     END_EVIDENCE_REQUESTED,
     _end_lease,
-    _lease_held,
     _not_held,
     _now,
-    _rail_refusal,
+    _rails_over,
     _require_reviewer,
+    review_bar,
 )
 from verification.reviews.services.findings import finding_raise
-from verification.runs.models import Verification
+from verification.runs.cycle_workers import cycle_workers
+from verification.runs.models import Task, Verification
 from verification.runs.services import events
-from verification.trust.models import Receipt, ReceiptKind
-from verification.trust.selectors import head_of, receipt_payload
-from verification.trust.services.receipts import receipt_issue
+from verification.trust.models import Receipt, ReceiptKind, SigningKey
+from verification.trust.selectors import receipt_payload
+from verification.trust.services.receipts import HeldChain, receipt_issue_held
 
 MAX_RATIONALE_CHARS: Final = 10_000
 REQUEST_KEY_BYTES: Final = 24
@@ -98,13 +102,112 @@ def _check_rationale(rationale: object) -> str:
     return rationale.strip()
 
 
-def _replayed(request_key: str, verification: Verification, user: Any) -> ReviewDecision | None:
-    existing = ReviewDecision.objects.select_related("receipt").filter(request_key=request_key).first()
-    if existing is None:
+def _replayed(request_key: str, verification: Verification, user: Any, found: Any) -> ReviewDecision | None:
+    """The decision an earlier POST of this form recorded (``found``: its pk as the read after the lock saw it)."""
+    if found is None:
+        return None
+    existing = ReviewDecision.objects.select_related("receipt").filter(pk=found, request_key=request_key).first()
+    if existing is None:  # pragma: no cover - a decision is never deleted
         return None
     if existing.verification_id != verification.pk or existing.user_id != user.pk:
         raise ServiceError(Reason.IDEMPOTENCY_CONFLICT, "this form was already used for another decision", status=409)
     return existing
+
+
+#: Two instants for compiling the queries that take ``now`` (``verification.compiled.Probe``).
+_PROBE_AT: Final = (datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC))
+#: The head receipt's columns the decision reads (its payload, kind and place in the chain), in this order.
+_HEAD_COLUMNS: Final = ("content_hash", "seq", "kind", "envelope")
+
+
+def _after_lock_query(*, verification_pk: Any, user_pk: Any, now: datetime, request_key: str) -> QuerySet[Any]:
+    """What a decision reads about the locked verification, as ONE statement sent after the lock was granted (under
+    READ COMMITTED its snapshot then sees every commit before the lock): the decision this form recorded already, if
+    any; whether ``user_pk`` holds the lease at ``now``; the head receipt; queue membership at ``now``
+    (``queue_member_q``, the queue's one definition); the active signing key (the chain's next entry is signed with
+    it: ``receipts.HeldChain``)."""
+    head = Receipt.objects.filter(verification_id=OuterRef("pk")).order_by("-seq")
+    lease = ReviewLease.objects.filter(
+        verification_id=OuterRef("pk"), holder_id=user_pk, released_at__isnull=True, expires_at__gt=now
+    )
+    return (
+        Verification.objects.filter(pk=verification_pk)
+        .annotate(
+            d_replayed=Subquery(ReviewDecision.objects.filter(request_key=request_key).values("pk")[:1]),
+            d_held=Exists(lease),
+            **{f"d_head_{name}": Subquery(head.values(name)[:1]) for name in _HEAD_COLUMNS},
+            d_member=ExpressionWrapper(queue_member_q(now), output_field=BooleanField()),
+            d_key=Subquery(SigningKey.objects.filter(status=SigningKey.Status.ACTIVE).values("key_id")[:1]),
+        )
+        .values_list("d_replayed", "d_held", *(f"d_head_{name}" for name in _HEAD_COLUMNS), "d_member", "d_key")
+    )
+
+
+@dataclass(frozen=True)
+class _AfterLock:
+    replayed: Any
+    held: bool
+    head: Receipt | None
+    in_queue: bool
+    key_id: str | None
+
+
+#: ``_after_lock_query`` compiled once (``verification.compiled``): the queue's membership condition alone cost more to
+#: build through the ORM than the whole statement costs to run.
+_AFTER_LOCK: Final = Compiled(
+    "decision-after-lock",
+    Verification,
+    _after_lock_query,
+    {
+        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE31), uuid.UUID(int=0xC0FFEE32), Verification._meta.pk),
+        "user_pk": Probe(1_000_031, 1_000_032),
+        "now": Probe(*_PROBE_AT, ReviewLease._meta.get_field("expires_at")),
+        "request_key": Probe("probe-request-key-31", "probe-request-key-32"),
+    },
+)
+
+
+def _after_lock(locked: Verification, user: Any, now: datetime, request_key: str) -> _AfterLock:
+    rows = _AFTER_LOCK.rows(verification_pk=locked.pk, user_pk=user.pk, now=now, request_key=request_key)
+    if not rows:  # pragma: no cover - the row is locked
+        raise NotFound(f"no verification {locked.pk}", verification_id=str(locked.pk))
+    replayed, held, *head_values, member, key_id = rows[0]
+    head = None
+    if head_values[0] is not None:  # a loaded receipt with only these columns (the others deferred)
+        read = {"verification_id": locked.pk, **dict(zip(_HEAD_COLUMNS, head_values, strict=True))}
+        names = [f.attname for f in Receipt._meta.concrete_fields if f.attname in read]  # from_db's order
+        head = Receipt.from_db(Receipt.objects.db, names, [read[name] for name in names])
+    return _AfterLock(replayed, bool(held), head, bool(member), key_id)
+
+
+def decision_rails(user: Any, verification: Verification) -> tuple[Actor, KernelError | None]:
+    """``user``'s actor and the decision rails' refusal for it on ``verification`` (None: they allow it): rails 1-3
+    with the reviewer's human actor as the verifier and the approval's cycle (SPEC §9; ``claims._rails_over``). One
+    query: ``cycle_workers`` reads the reviewer's actor and its tokens' boundaries with the cycle's workers (a user
+    without an actor yet gets one, ``actor_for_user``, as on every path)."""
+    if verification.task_id is None or verification.cycle is None:
+        actor = actor_for_user(user)
+        return actor, ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject", status=409)
+    found = cycle_workers(Task(pk=verification.task_id), verification.cycle, reviewer=user)
+    actor, verifier = found.reviewer, found.verifier
+    if actor is None or verifier is None:
+        actor = actor_for_user(user)
+        verifier = kernel_actor(actor)
+    return actor, _rails_over(found, verifier)
+
+
+def decision_bar(*, user: Any, verification: Verification) -> KernelError | None:
+    """Why ``user`` may not decide ``verification`` (read before any lease or typing), or None: ``claims.review_bar``'s
+    answer, with the rails read in one query (``decision_rails``). Read-only apart from a first-time reviewer's
+    actor."""
+    if verification.task_id is not None and verification.cycle is not None:
+        try:
+            _require_reviewer(user)
+        except KernelError:
+            pass
+        else:
+            return decision_rails(user, verification)[1]
+    return review_bar(user=user, verification=verification)  # refused before any rail, or not a queue item
 
 
 def _prior(head: Receipt, now: datetime) -> tuple[Mapping[str, Any], Outcome]:
@@ -179,24 +282,24 @@ def _lease_done(locked: Verification, user: Any, now: datetime, end_reason: str)
 def _decide_locked(
     *,
     user: Any,
-    actor: Actor,
     locked: Verification,
+    read: _AfterLock,
     action: ReviewAction,
     rationale: str,
     cited: tuple[str, ...],
     request_key: str,
     now: datetime,
 ) -> ReviewDecision | _Refused:
-    if _lease_held(locked.pk, user, now) is None:
+    if not read.held:
         return _Refused(_not_held("claim the item before deciding it"), release=False)
-    head = head_of(locked)
+    head = read.head
     if head is None:
         return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "it has no receipt yet", status=409), release=True)
     if head.kind == ReceiptKind.DECISION or locked.human_decided:
         return _Refused(ServiceError(Reason.ALREADY_DECIDED, f"receipt {head.content_hash}", status=409), release=True)
-    if not in_queue(locked, now=now):
+    if not read.in_queue:
         return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, f"verification {locked.pk}", status=409), release=True)
-    refusal = _rail_refusal(locked, actor)
+    actor, refusal = decision_rails(user, locked)
     if refusal is not None:
         # SPEC §9: for a person a rail refusal is an error shown to them; no receipt. The item goes to others.
         return _Refused(refusal, release=True)
@@ -242,7 +345,11 @@ def _decide_locked(
         superseded_receipt_id=head.content_hash,
         superseded_kind=head.kind,
     )
-    receipt = receipt_issue(verification=locked, kind=ReceiptKind.DECISION, payload=payload, created_at=now)
+    # The chain is held: the row lock, and its head and the active key read after it (``_after_lock``).
+    held = HeldChain(key_id=read.key_id, seq=head.seq + 1, prev_hash=head.content_hash, supersedes=head.content_hash)
+    receipt = receipt_issue_held(
+        verification=locked, kind=ReceiptKind.DECISION, payload=payload, created_at=now, superseded=head, held=held
+    )
     passed = outcome.verdict is Verdict.PASS
     Verification.objects.filter(pk=locked.pk).update(
         verdict=outcome.verdict.value,
@@ -297,7 +404,6 @@ def review_decide(
     when = _now(now)
     key = _check_key(request_key)
     action = _action(verdict)
-    actor = actor_for_user(user)
     with transaction.atomic():
         locked = (
             Verification.objects.select_for_update(of=("self",))
@@ -307,13 +413,14 @@ def review_decide(
         )
         if locked is None:
             raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
-        replayed = _replayed(key, locked, user)
+        read = _after_lock(locked, user, when, key)
+        replayed = _replayed(key, locked, user, read.replayed)
         if replayed is not None:
             return replayed
         text = _check_rationale(rationale)
         cited = _check_cited(cited_evidence_ids)
         result = _decide_locked(
-            user=user, actor=actor, locked=locked, action=action, rationale=text, cited=cited, request_key=key, now=when
+            user=user, locked=locked, read=read, action=action, rationale=text, cited=cited, request_key=key, now=when
         )
     if isinstance(result, ReviewDecision):
         return result

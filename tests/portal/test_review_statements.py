@@ -1,0 +1,115 @@
+"""Statements per reviewer action (issue 15: "every reviewer action at a third of Label Studio's time"): the review
+page and the decision POST send a constant number of statements to the database, whatever the number of evidence
+items bound to the item and of receipts in its chain, on SQLite and on PostgreSQL.
+
+Counted with Django's ``CaptureQueriesContext`` over the whole request (session, user and permissions included),
+leaving out the transaction's open and close (inside the test's transaction: SAVEPOINT and RELEASE SAVEPOINT), as
+tests/verification/test_query_counts.py does. The bounds are what the requests do now: 15 for the review page on both
+databases (22 before), 16 on SQLite and 18 on PostgreSQL for the decision POST with its claim of the next item (25 and
+27 before); see the module constants.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from tests.portal.conftest import Queue
+from tests.verification.service_world import CONFIG_AFTER, LOG, NOTES, inline, unchanged_entry
+from verification.evidence.models import VerificationEvidence
+from verification.reviews.models import ReviewDecision
+from verification.reviews.services.claims import review_claim
+from verification.runs.models import Verification
+from verification.trust.models import Receipt
+
+pytestmark = pytest.mark.django_db
+
+#: The review page of a held item: the session, the user and its two permission reads; the item with its task,
+#: submitter, rubric and lease; the head; the bindings; the arrived results; the chain; the decisions; the queue facts
+#: (membership, a re-run); the rails (one statement); the queue's counts (two).
+REVIEW_PAGE_BOUND = 15
+#: The decision POST (FAIL), which also claims and opens the next item (``claims``' statements, not counted apart):
+#: the session, the user and its permissions; the item; the lock; the read after it (replay, lease, head, membership,
+#: key); the rails; the receipt; the head columns; the record and its security-log entry; the lease's end; the event
+#: (with the feed's lock); the next claim; the session's save.
+DECIDE_BOUND = 18
+
+_TRANSACTION_CONTROL = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
+_REQUEST_KEY = re.compile(r'name="request_key" value="([^"]+)"')
+
+
+def _statements(captured: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(_TRANSACTION_CONTROL)]
+
+
+def _item(queue: Queue, evidence: int) -> Verification:
+    """An UNKNOWN item (missing baseline) with ``evidence`` items bound."""
+    contents = [("config", CONFIG_AFTER), ("notes", NOTES), ("log", LOG)]
+    extra = [(f"extra{i}", f"item {i}\n".encode()) for i in range(max(0, evidence - len(contents)))]
+    body = {"evidence": [inline(symbol, data) for symbol, data in [*contents, *extra][:evidence]]}
+    queue._task(f"{evidence} items")
+    queue.world.contract(unchanged_entry())
+    verification, _ = queue.world.submit_and_run(body)
+    assert VerificationEvidence.objects.filter(verification=verification).count() == evidence
+    return queue._done(verification)
+
+
+def _counted(client: Client, call: Any) -> tuple[Any, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        response = call(client)
+    return response, _statements(captured)
+
+
+def _review_and_decide(reviewer: Any, verification: Verification) -> tuple[list[str], list[str]]:
+    """The statements of the held item's review page, then of a FAIL decided from it."""
+    review_claim(user=reviewer, verification=verification)
+    client = Client()
+    client.force_login(reviewer)
+    client.get(f"/review/{verification.pk}/")  # a first page: the reviewer's actor is created (once per user)
+    page, review = _counted(client, lambda c: c.get(f"/review/{verification.pk}/"))
+    assert page.status_code == 200
+    key = _REQUEST_KEY.search(page.content.decode())
+    assert key is not None
+    posted, decide = _counted(
+        client,
+        lambda c: c.post(
+            f"/review/{verification.pk}/decide",
+            {"request_key": key.group(1), "verdict": "FAIL", "rationale": "the output does not match"},
+        ),
+    )
+    assert posted.status_code == 302 and "#refusal" not in posted.headers["Location"]
+    assert ReviewDecision.objects.filter(verification=verification).count() == 1
+    return review, decide
+
+
+def test_the_review_page_and_the_decision_send_as_many_statements_for_1_and_for_8_evidence_items(
+    queue: Queue, reviewer: Any
+) -> None:
+    one_review, one_decide = _review_and_decide(reviewer, _item(queue, 1))
+    many_review, many_decide = _review_and_decide(reviewer, _item(queue, 8))
+    # The next item each decision claims: none (a queue of one each time) would take other statements; both found one.
+    assert len(many_review) == len(one_review) <= REVIEW_PAGE_BOUND, "\n".join(many_review)
+    assert len(many_decide) == len(one_decide) <= DECIDE_BOUND, "\n".join(many_decide)
+
+
+def test_the_review_page_sends_as_many_statements_for_a_longer_chain(queue: Queue, reviewer: Any) -> None:
+    """A grounded semantic judgment appends a result receipt: two receipts against one, one judgment against none."""
+    plain = queue.unknown("one receipt")
+    judged = queue.cited_conflict("two receipts")
+    assert Receipt.objects.filter(verification=plain).count() == 1
+    assert Receipt.objects.filter(verification=judged).count() == 2
+    counts = []
+    for verification in (plain, judged):
+        review_claim(user=reviewer, verification=verification)
+        client = Client()
+        client.force_login(reviewer)
+        client.get(f"/review/{verification.pk}/")
+        page, statements = _counted(client, lambda c, v=verification: c.get(f"/review/{v.pk}/"))
+        assert page.status_code == 200
+        counts.append(len(statements))
+    assert counts[0] == counts[1] <= REVIEW_PAGE_BOUND, counts
