@@ -11,7 +11,7 @@ in Python's types (the output fields' database converters applied: SQLite's date
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,3 +135,31 @@ class Compiled:
         with connections[self._alias].cursor() as cursor:
             cursor.execute(text.sql, self._params(text, arguments))
             return int(cursor.rowcount)
+
+
+#: A model and the lookup prefix of its columns in a query over another model (``""`` for that model itself).
+Joined = tuple[type[Model], str]
+
+
+def joined_columns(models: Sequence[Joined]) -> list[str]:
+    """The ``values_list`` columns that load every concrete field of each of ``models`` (what ``select_related``
+    would load), in order."""
+    return [f"{prefix}{f.name}" for model, prefix in models for f in model._meta.concrete_fields]
+
+
+def joined_instances(models: Sequence[Joined], values: Sequence[Any]) -> list[Model | None]:
+    """One instance per model of ``models`` from a row of ``joined_columns``' values, as loaded from the database
+    (the caller links them, as ``select_related`` would); None for a model reached through a null foreign key (its
+    primary key came back null from the outer join)."""
+    loaded: list[Model | None] = []
+    at = 0
+    for model, _ in models:
+        fields = model._meta.concrete_fields
+        names = [f.attname for f in fields]
+        row = values[at : at + len(fields)]
+        at += len(fields)
+        if row[names.index(model._meta.pk.attname)] is None:
+            loaded.append(None)
+        else:
+            loaded.append(model.from_db(router.db_for_read(model), names, row))
+    return loaded

@@ -89,3 +89,28 @@ def test_a_value_that_shapes_the_sql_is_refused() -> None:
 def test_the_arguments_must_be_the_declared_ones() -> None:
     with pytest.raises(TypeError, match="expected"):
         VALUES.rows(verification_pk=uuid.uuid4())
+
+
+def test_contract_of_loads_what_select_related_loads(signing_key: Any) -> None:
+    from verification.actors.services.actors import actor_create
+    from verification.kernel.digests import sha256_digest
+    from verification.runs.models import ContractAcceptance
+    from verification.runs.selectors import contract_of
+    from verification.runs.services.rubrics import rubric_register
+    from verification.runs.services.tasks import contract_accept, task_create
+
+    owner = actor_create(name="compiled-owner", kind="contract_owner")
+    document = {"name": "compiled", "criteria": [{"id": "d", "kind": "digest", "observable": "evidence.content-digest",
+                                                  "expression": f'(= notes "{sha256_digest(b"x")}")'}]}
+    rubric = rubric_register(actor=owner, document=document)
+    task = task_create(actor=owner, title="compiled")
+    assert contract_of(task, 1) is None
+    contract_accept(actor=owner, task=task, rubric_hash=rubric.rubric_hash)
+    found = contract_of(task, 1)
+    expected = ContractAcceptance.objects.select_related("rubric", "accepted_by").get(task=task, cycle=1)
+    assert found is not None and found.pk == expected.pk
+    for got, want in ((found, expected), (found.rubric, expected.rubric), (found.accepted_by, expected.accepted_by)):
+        fields = [f.attname for f in type(want)._meta.concrete_fields]
+        assert [getattr(got, f) for f in fields] == [getattr(want, f) for f in fields]
+        assert got._state.adding is False and got._state.db == want._state.db
+    assert contract_of(task, 2) is None

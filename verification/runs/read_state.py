@@ -56,9 +56,12 @@ UNRECORDED_EXPIRY: Final = ReadColumns(
 )
 
 
-def phases_record(verification: Verification, payload: Mapping[str, Any]) -> None:
-    """Replace the stored phases of ``verification`` by those of its new head's ``payload`` (a run or result)."""
-    ReadPhase.objects.filter(verification=verification).delete()
+def phases_record(verification: Verification, payload: Mapping[str, Any], *, first_head: bool = False) -> None:
+    """Replace the stored phases of ``verification`` by those of its new head's ``payload`` (a run or result).
+    ``first_head``: the payload is seq 0's, so no phase is stored yet (phases are written with a head) and no DELETE
+    is sent."""
+    if not first_head:
+        ReadPhase.objects.filter(verification=verification).delete()
     if "criteria" not in payload:
         return
     ReadPhase.objects.bulk_create(

@@ -19,6 +19,7 @@ from verification.actors.services.actors import (
     kernel_actor,
     portal_service_actor,
 )
+from verification.compiled import Compiled, Probe, joined_columns, joined_instances
 from verification.evidence import storage
 from verification.evidence.models import Baseline, ChangeManifest, Evidence, FrozenCase, VerificationEvidence
 from verification.evidence.services import tier_for
@@ -222,6 +223,38 @@ def _imported_check(criterion_id: str, body: Mapping[str, Any], by_symbol: Mappi
     return Check(criterion_id, Authority.IMPORTED, verdict, Reason.IMPORTED_RESULT, evidence_ids=cited, detail=detail)
 
 
+#: A binding with its evidence and the evidence's admitting actor, as one row (``verification.compiled``).
+_BINDING_MODELS: Final = ((VerificationEvidence, ""), (Evidence, "evidence__"), (Actor, "evidence__admitted_by__"))
+
+
+def _bindings_query(verification_pk: uuid.UUID) -> Any:
+    return (
+        VerificationEvidence.objects.filter(verification_id=verification_pk)
+        .order_by("symbol")
+        .values_list(*joined_columns(_BINDING_MODELS))
+    )
+
+
+_BINDINGS: Final = Compiled(
+    "run-bindings",
+    VerificationEvidence,
+    _bindings_query,
+    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE51), uuid.UUID(int=0xC0FFEE52), Verification._meta.pk)},
+)
+
+
+def _bindings(verification_pk: uuid.UUID) -> list[VerificationEvidence]:
+    """The verification's bindings in symbol order, each with its evidence and that evidence's ``admitted_by``
+    loaded (what ``select_related("evidence", "evidence__admitted_by")`` loads), by a query compiled once."""
+    out = []
+    for values in _BINDINGS.rows(verification_pk=verification_pk):
+        binding, evidence, admitted_by = joined_instances(_BINDING_MODELS, values)
+        evidence.admitted_by = admitted_by  # type: ignore[attr-defined]
+        binding.evidence = evidence  # type: ignore[attr-defined]
+        out.append(binding)
+    return out  # type: ignore[return-value]
+
+
 def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str, Any] | None = None) -> Facts:
     """The facts of ``verification``'s run. ``gates``: the ``GATES`` its caller read after locking the verification
     (``gate_annotations``); a read they found empty is skipped. Without them every read is sent."""
@@ -263,11 +296,7 @@ def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str,
     by_symbol: dict[str, str] = {}
     unnamed = kactors.Actor(None, kactors.ActorKind.AGENT)
     producer_custody = f"boundary:{verification.submitted_boundary}" if verification.submitted_boundary else None
-    bindings = list(
-        VerificationEvidence.objects.filter(verification=verification)
-        .select_related("evidence", "evidence__admitted_by")
-        .order_by("symbol")
-    )
+    bindings = _bindings(verification.pk)
     reporters = _manifest_reports(bindings, task) if gates is None or gates["has_manifests"] else {}
     for binding in bindings:
         evidence = binding.evidence

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Final
 
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from verification.actors.models import Actor
+from verification.compiled import Compiled, Probe
 from verification.kernel.canonical import loads_strict
 from verification.kernel.evaluation import (
     RunResult,
@@ -96,6 +98,36 @@ def _pending_until(result: RunResult) -> datetime | None:
     return min(deadlines) if deadlines else None
 
 
+def _head_columns(verification_pk: uuid.UUID, **_: Any) -> QuerySet[Verification]:
+    return Verification.objects.filter(pk=verification_pk)
+
+
+def _head_values(verification_pk: uuid.UUID, **columns: Any) -> dict[str, Any]:
+    return {**columns, "automated_verdict": columns["verdict"], "started_at": None, "last_error": ""}
+
+
+_V = Verification._meta
+#: The head columns' UPDATE, compiled once (``verification.compiled``); a None value is sent as a NULL parameter.
+_HEAD_COLUMNS: Final = Compiled(
+    "head-columns",
+    Verification,
+    _head_columns,
+    {
+        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE31), uuid.UUID(int=0xC0FFEE32), _V.pk),
+        "verdict": Probe("PROBE-1", "PROBE-2", _V.get_field("verdict")),
+        "determination": Probe("probe-1", "probe-2", _V.get_field("determination")),
+        "flagged": Probe(True, False, _V.get_field("flagged")),
+        "flag_reason": Probe("probe-3", "probe-4", _V.get_field("flag_reason")),
+        "reason": Probe("probe-5", "probe-6", _V.get_field("reason")),
+        "pending_until": Probe(
+            datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC), _V.get_field("pending_until")
+        ),
+        "awaiting_evidence": Probe(True, False, _V.get_field("awaiting_evidence")),
+    },
+    update=_head_values,
+)
+
+
 def record_outcome(
     verification: Verification,
     facts: Facts,
@@ -104,7 +136,8 @@ def record_outcome(
     gates: Mapping[str, Any] | None = None,
 ) -> None:
     """Update the query caches of the head (the receipt stays the truth), raise findings, emit the events.
-    ``gates``: ``outcome_annotations`` as the caller read them after its lock (else they are read here)."""
+    ``gates``: ``outcome_annotations`` as the caller read them after its lock (else they are read here); the run of
+    seq 0 passes them, a later result does not."""
     outcome = result.outcome
     running = outcome.status_running
     determination = outcome.determination.value if outcome.determination is not None else None
@@ -112,20 +145,18 @@ def record_outcome(
         superseded = Verification.objects.filter(supersedes=verification).exists()
     else:
         superseded = bool(gates["superseded"])
-    Verification.objects.filter(pk=verification.pk).update(
+    _HEAD_COLUMNS.run(
+        verification_pk=verification.pk,
         verdict=outcome.verdict.value,
-        automated_verdict=outcome.verdict.value,
         determination=determination,
         flagged=outcome.flagged,
         flag_reason=outcome.flag_reason,
         reason=outcome.reason.value if outcome.reason is not None else None,
         pending_until=_pending_until(result),
         awaiting_evidence=not running and determination != "met" and not superseded,
-        started_at=None,
-        last_error="",
     )
     # SPEC §3: what the head reads as after each PENDING deadline, for the list filters (read_state.read_q).
-    phases_record(verification, loads_strict(receipt.envelope)["payload"])
+    phases_record(verification, loads_strict(receipt.envelope)["payload"], first_head=receipt.seq == 0)
     # SPEC §2, §10: gone or changed bytes raise an evidence-integrity finding (a redaction does not).
     for finding in evidence_integrity_findings(proof=result.integrity, subject=facts.subject):
         finding_raise(

@@ -20,8 +20,9 @@ from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from verification import metrics
+from verification.actors.models import Actor
 from verification.actors.services.actors import portal_service_actor
-from verification.compiled import Compiled, Probe
+from verification.compiled import Compiled, Probe, joined_columns, joined_instances
 from verification.errors import NotFound
 from verification.kernel.errors import InvariantError
 from verification.kernel.evaluation import (
@@ -30,7 +31,7 @@ from verification.kernel.evaluation import (
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Authority
 from verification.runs import run_signal
-from verification.runs.models import Verification
+from verification.runs.models import Rubric, Task, Verification
 from verification.runs.services import events
 from verification.runs.services.facts import claims_of, gate_annotations, load_facts
 from verification.runs.services.outcome import outcome_annotations, record_outcome, run_payload
@@ -103,6 +104,45 @@ def after_lock(verification_pk: uuid.UUID) -> dict[str, Any]:
     return dict(zip(_after_lock_names(), rows[0], strict=True))
 
 
+#: The verification the run locks, with what the run reads of it (``select_related``'s four relations).
+_LOCKED_MODELS: Final = (
+    (Verification, ""),
+    (Task, "task__"),
+    (Rubric, "rubric__"),
+    (Actor, "submitted_by__"),
+    (Verification, "supersedes__"),
+)
+
+
+def _lock_query(verification_pk: uuid.UUID) -> QuerySet[Verification, tuple[Any, ...]]:
+    return (
+        Verification.objects.select_for_update(of=("self",))
+        .filter(pk=verification_pk)
+        .values_list(*joined_columns(_LOCKED_MODELS))
+    )
+
+
+_LOCK: Final = Compiled(
+    "run-lock",
+    Verification,
+    _lock_query,
+    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE25), uuid.UUID(int=0xC0FFEE26), Verification._meta.pk)},
+)
+
+
+def _lock(verification_pk: uuid.UUID) -> Verification:
+    """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked), by a
+    query compiled once; ``Verification.DoesNotExist`` when there is none."""
+    rows = _LOCK.rows(verification_pk=verification_pk)
+    if not rows:
+        raise Verification.DoesNotExist(f"no verification {verification_pk}")
+    verification, task, rubric, submitted_by, supersedes = joined_instances(_LOCKED_MODELS, rows[0])
+    assert isinstance(verification, Verification)  # noqa: S101 - the row's own primary key is never null
+    verification.task, verification.rubric = task, rubric  # type: ignore[assignment]
+    verification.submitted_by, verification.supersedes = submitted_by, supersedes  # type: ignore[assignment]
+    return verification
+
+
 def run_locked(verification: Verification, *, now: datetime, state: Mapping[str, Any] | None = None) -> Receipt:
     """Evaluate and sign seq 0 of ``verification``, whose row the caller holds locked and whose chain is empty.
     ``state``: ``after_lock``'s answer when the caller read it already (else it is read here)."""
@@ -169,11 +209,7 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     started = time.perf_counter()
     try:
         with transaction.atomic():
-            locked = (
-                Verification.objects.select_for_update(of=("self",))
-                .select_related("task", "rubric", "submitted_by", "supersedes")
-                .get(pk=pk)
-            )
+            locked = _lock(pk)
             state = after_lock(pk)
             if state["seq0"] is not None:
                 metrics.observe_run(status="already-run")
