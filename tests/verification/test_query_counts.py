@@ -5,8 +5,8 @@ digest criterion per item) send the same number of statements to the database, c
 ``CaptureQueriesContext`` (every statement, statements sent past the ORM's cursor included), on SQLite and on
 PostgreSQL. The issue's count leaves out the transaction's open and close (BEGIN/COMMIT in production; here, inside
 the test's transaction, the SAVEPOINT and RELEASE SAVEPOINT standing for them), so the test does too; every other
-statement counts. The bounds are what the pipeline does now (was 15/51 and 35/44 for 1/10 items, then 6 and 24):
-the submit's 6 statements (the issue's 6 met), the run's 13 (the issue's 10: see RUN_BOUND).
+statement counts. The bounds are what the pipeline does now (was 15/51 and 35/44 for 1/10 items, then 6 and 24, then
+6 and 9): the submit's 6 statements (the issue's 6 met), the run's 8 (the issue's 10 met: see RUN_BOUND).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ SUBMIT_BOUND = 6
 #: Statements of ``verification_run`` on both databases, the transaction's open and close left out: the attempt's
 #: UPDATE, the locking SELECT, the post-lock SELECT (chain, key, gates), the cycle's workers (one statement: claims,
 #: submitters, links, boundaries, contract, current cycle), the bindings, the receipt's INSERT, the head's UPDATE, the
-#: read phases' DELETE, the event's INSERT (with the feed's lock).
-RUN_BOUND = 9
+#: event's INSERT (with the feed's lock). No read phases' DELETE: seq 0 is the first head, and only a head writes them.
+RUN_BOUND = 8
 
 #: The transaction's open and close as ``CaptureQueriesContext`` sees them inside the test's transaction.
 _TRANSACTION_CONTROL = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
