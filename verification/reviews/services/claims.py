@@ -18,17 +18,13 @@ leased without the rails in Python; otherwise the exact rails decide.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
-import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Subquery
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from verification.actors.models import Actor
@@ -41,7 +37,18 @@ from verification.kernel.rails import check_approval_cycle, check_verifier
 from verification.kernel.reasons import Reason
 from verification.reviews.models import ReviewLease
 from verification.reviews.selectors import claimable, in_queue
-from verification.runs.cycle_workers import CycleWorkers, cycle_workers, rails_certainly_refuse, rails_uncertain
+from verification.reviews.services.claim_sql import (
+    NOW_PROBES,
+    flag,
+    inlined,
+    judge_in_sql,
+    judge_params,
+    judge_sql,
+    judged,
+    logged,
+    psycopg_cursor,
+)
+from verification.runs.cycle_workers import CycleWorkers, cycle_workers
 from verification.runs.models import Task, Verification
 from verification.trust.services import security_log
 
@@ -132,26 +139,15 @@ _ClaimSQL = tuple[str, tuple[Any, ...], tuple[int, ...]]
 #: The claim query's SQL per (connection alias, vendor): compiled once from ``claimable`` (so it is exactly the queue's
 #: membership and order), then run with ``now`` put in its parameters; see ``_claim_sql``.
 _CLAIM_SQL: dict[tuple[str, str], _ClaimSQL | None] = {}
-#: The rails' SQL form on a candidate (``_judged_queryset``) as SQL text: the text, its parameters, and where each
-#: argument goes ((name, places) pairs).
-_JudgeSQL = tuple[str, tuple[Any, ...], tuple[tuple[str, tuple[int, ...]], ...]]
-#: Per (connection alias, vendor, form): compiled once (``_judge_sql``).
-_JUDGE_SQL: dict[tuple[str, str, str], _JudgeSQL] = {}
 
 
-_PROBES: Final = (datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC), datetime(1902, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
-#: Probes for the judgement's arguments (``_judge_sql``): a user's pk, a verification's pk, a lease's end.
-_JUDGE_PROBES: Final[dict[str, tuple[Any, Any]]] = {
-    "user": (1_000_005, 1_000_006),
-    "pk": (uuid.UUID(int=0xC1A1_0001), uuid.UUID(int=0xC1A1_0002)),
-    "expires": _PROBES,
-}
+_PROBES: Final = NOW_PROBES
 
 
 def _claim_queryset(now: datetime, exclude: frozenset[Any] = frozenset()) -> Any:
     """The first claimable item at ``now`` as a candidate. The rails are not in it: a candidate is judged after the
-    pick (``_judged``), on its own row (as conditions of the scan, the rails' subqueries would be planned for the whole
-    queue: PostgreSQL hashes them over every row of their tables, ~125 ms at 100,000 verifications)."""
+    pick (``claim_sql.judged``), on its own row (as conditions of the scan, the rails' subqueries would be planned for
+    the whole queue: PostgreSQL hashes them over every row of their tables, ~125 ms at 100,000 verifications)."""
     candidates = claimable(now=now)
     if exclude:
         candidates = candidates.exclude(pk__in=sorted(exclude, key=str))
@@ -183,36 +179,10 @@ def _claim_sql() -> _ClaimSQL | None:
     ):
         _CLAIM_SQL[key] = None
     elif connection.vendor == "postgresql":
-        _CLAIM_SQL[key] = _inlined(sql, first, positions)
+        _CLAIM_SQL[key] = inlined(sql, first, positions)
     else:
         _CLAIM_SQL[key] = (sql, tuple(first), positions)
     return _CLAIM_SQL[key]
-
-
-def _inlined(sql: str, params: Sequence[Any], keep: tuple[int, ...]) -> _ClaimSQL:
-    """PostgreSQL: the compiled claim query with every parameter but those at ``keep`` (``now``'s) written into its
-    text as a literal (psycopg's quoting, ``%`` doubled for the driver), so that the statement, sent prepared, runs on
-    one generic plan: with the queue's constants as parameters that plan cannot use the queue's expression index
-    (migration 0007) and sorts the whole queue (~600 ms at 100,000 verifications); with them written in, it seeks the
-    index like the custom plan (~0.1 ms a statement, no planning)."""
-    from psycopg import sql as psql
-
-    connection.ensure_connection()
-    pieces = re.split(r"(%%|%s)", sql)
-    given = iter(enumerate(params))
-    out: list[str] = []
-    kept: list[Any] = []
-    for piece in pieces:
-        if piece != "%s":
-            out.append(piece)
-            continue
-        i, value = next(given)
-        if i in keep:
-            out.append("%s")
-            kept.append(value)
-        else:
-            out.append(psql.Literal(value).as_string(connection.connection).replace("%", "%%"))
-    return "".join(out), tuple(kept), tuple(range(len(kept)))
 
 
 def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: datetime) -> list[Any]:
@@ -221,123 +191,6 @@ def _claim_params(params: tuple[Any, ...], positions: tuple[int, ...], now: date
     for i in positions:
         values[i] = stamp
     return values
-
-
-def _judged_queryset(user_pk: Any, picked: Any) -> Any:
-    """The candidate(s) ``picked`` (a pk, or SQL naming pks) with the rails' SQL form for the actor of the user whose pk
-    is ``user_pk``: (pk, refused, sure). ``refused``: the rails certainly bar that actor from deciding it
-    (``rails_certainly_refuse``); ``sure``: where not refused, they certainly allow it (``rails_uncertain`` does not
-    hold), so the claim need not run them. A user without an actor yet (its first claim) is never ``sure``: the
-    verifier is NULL until ``actor_for_user`` creates it."""
-    verifier = Subquery(Actor.objects.filter(user=user_pk).order_by().values("pk")[:1])
-    rows = Verification.objects.filter(pk__in=picked if isinstance(picked, RawSQL) else [picked])
-    return rows.annotate(
-        claim_refused=ExpressionWrapper(rails_certainly_refuse(verifier), output_field=BooleanField()),
-        claim_sure=ExpressionWrapper(~rails_uncertain(verifier), output_field=BooleanField()),
-    ).values_list("pk", "claim_refused", "claim_sure")
-
-
-def _leased(user_pk: Any, expires: Any) -> RawSQL:
-    """The verifications ``user_pk`` holds a lease on that ends at ``expires`` (in the database's form): in the
-    one-round-trip claim, the one its statement just leased (``_claim_in_one_statement``)."""
-    table, quote = ReviewLease._meta.db_table, connection.ops.quote_name
-    return RawSQL(  # noqa: S611 - names; the values are parameters
-        f"SELECT {quote('verification_id')} FROM {quote(table)} WHERE {quote('holder_id')} = %s "  # noqa: S608
-        f"AND {quote('expires_at')} = %s AND {quote('released_at')} IS NULL",
-        (user_pk, expires),
-    )
-
-
-def _judge_form(form: str, user: Any, pk: Any, expires: Any) -> Any:
-    """The judgement's queryset in ``form``: on a pk given as a parameter ("pk"), or on the lease just taken
-    ("lease")."""
-    return _judged_queryset(user, pk if form == "pk" else _leased(user, expires))
-
-
-def _db_form(name: str, value: Any) -> Any:
-    if name == "pk":
-        return Verification._meta.pk.get_db_prep_value(value, connection)
-    if name == "expires":
-        return ReviewLease._meta.get_field("expires_at").get_db_prep_value(value, connection)
-    return value
-
-
-def _judge_sql(form: str) -> _JudgeSQL:
-    """``_judge_form(form)`` as SQL text, compiled once per connection and vendor (as ``_claim_sql``: compiled with
-    every argument's first probe, then with each one's second, an argument's places are where the two differ, each
-    holding the probes' database forms, and the text must not change; an argument the form does not take has none)."""
-    key = (connection.alias, connection.vendor, form)
-    found = _JUDGE_SQL.get(key)
-    if found is not None:
-        return found
-    first = {name: probes[0] for name, probes in _JUDGE_PROBES.items()}
-
-    def compiled(arguments: dict[str, Any]) -> tuple[str, list[Any]]:
-        sql, params = _judge_form(form, **arguments).query.get_compiler(using=connection.alias).as_sql()
-        return sql, list(params)
-
-    sql, base = compiled(first)
-    places = []
-    for name, probes in _JUDGE_PROBES.items():
-        other_sql, params = compiled({**first, name: probes[1]})
-        at = tuple(i for i, (a, b) in enumerate(zip(base, params, strict=True)) if a != b)
-        a, b = (_db_form(name, probe) for probe in probes)
-        if other_sql != sql or any(base[i] != a or params[i] != b for i in at):
-            raise AssertionError(f"claims: the judgement's {name} is not a plain parameter")  # noqa: TRY003
-        places.append((name, at))
-    found = _JUDGE_SQL[key] = (sql, tuple(base), tuple(places))
-    return found
-
-
-def _judge_params(compiled: _JudgeSQL, **arguments: Any) -> list[Any]:
-    _, params, places = compiled
-    values = list(params)
-    for name, at in places:
-        for i in at:
-            values[i] = _db_form(name, arguments[name])
-    return values
-
-
-def _psycopg_cursor() -> Any:
-    """A psycopg cursor with server-side binding on Django's connection (PostgreSQL), for statements sent prepared
-    (when the connection allows it, settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS): planning the rails' SQL form costs
-    far more than running it (~8 ms against ~0.3 ms at 100,000 verifications), and its plan does not depend on the
-    values."""
-    import psycopg
-
-    connection.ensure_connection()
-    connection.validate_no_broken_transaction()  # what Django's cursor checks before every statement
-    return psycopg.Cursor(connection.connection)
-
-
-def _logged(sql: str, started: float) -> None:
-    """Put a statement sent past Django's cursor on ``connection.queries`` when Django records them (DEBUG,
-    ``CaptureQueriesContext``)."""
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
-
-
-def _judged(pk: Any, user: Any) -> tuple[bool, bool]:
-    """(refused, sure) of the rails' SQL form for ``user`` on the candidate ``pk`` (``_judged_queryset``): one query,
-    prepared on PostgreSQL."""
-    compiled = _judge_sql("pk")
-    params = _judge_params(compiled, user=user.pk, pk=pk)
-    if connection.vendor == "postgresql":
-        started = time.monotonic()
-        with connection.wrap_database_errors, _psycopg_cursor() as cursor:
-            cursor.execute(compiled[0], params, prepare=True)
-            row = cursor.fetchone()
-        _logged(compiled[0], started)
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(compiled[0], params)
-            row = cursor.fetchone()
-    return _flag(row[1]), _flag(row[2])
-
-
-def _flag(value: Any) -> bool:
-    """A boolean as the cursor gives it (SQLite: 0 or 1)."""
-    return bool(BooleanField().to_python(value))
 
 
 def _candidate(row: Sequence[Any]) -> _Candidate:
@@ -392,7 +245,7 @@ def _claim_in_steps(user: Any, now: datetime, exclude: frozenset[Any]) -> tuple[
         if candidate is None:
             return None, False
         pk = candidate[0]
-        refused, sure = _judged(pk, user)
+        refused, sure = judged(pk, user) if judge_in_sql() else (False, False)
         if refused or (not sure and _barred(user, candidate)):
             raise _Barred(pk)
         if not _take_lease(pk, user, now):
@@ -409,7 +262,7 @@ def _claim_in_one_statement(user: Any, now: datetime, compiled: _ClaimSQL) -> tu
     The upsert's row count is still the arbiter (a lease another claimer committed after this statement's snapshot
     makes the upsert change nothing, so ``taken`` is empty and no entry is written). In the same round trip (a
     pipeline: BEGIN, the statement, the judgement), the rails' SQL form judges the lease just taken
-    (``_judged_queryset``, prepared): certainly barred raises ``_Barred``, and the caller's rollback undoes the lease
+    (``judged_queryset``, prepared): certainly barred raises ``_Barred``, and the caller's rollback undoes the lease
     and the entry; where it cannot vouch, the exact rails run on the candidate, with the subject the statement
     returned beside it (no second read of the row). So a claim is two round trips (that one and COMMIT), and no Python
     runs between the pick and the judgement."""
@@ -434,21 +287,25 @@ def _claim_in_one_statement(user: Any, now: datetime, compiled: _ClaimSQL) -> tu
     params = [*_claim_params(pick_params, positions, now), *_lease_values(user, now), *log_params]
     import psycopg
 
-    judge = _judge_sql("lease")
-    judge_params = _judge_params(judge, user=user.pk, expires=now + lease_duration())
+    judge = judge_sql("lease") if judge_in_sql() else None
     started = time.monotonic()
-    with connection.wrap_database_errors, _psycopg_cursor() as claim, _psycopg_cursor() as judgement:
+    with connection.wrap_database_errors, psycopg_cursor() as claim, psycopg_cursor() as judgement:
         with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
             claim.execute(sql, params, prepare=True)
-            judgement.execute(judge[0], judge_params, prepare=True)
-        row, judged = claim.fetchone(), {pk: (_flag(r), _flag(s)) for pk, r, s in judgement.fetchall()}
-    _logged(sql, started)
-    _logged(judge[0], started)
+            if judge is not None:
+                judgement.execute(
+                    judge[0], judge_params(judge, user=user.pk, expires=now + lease_duration()), prepare=True
+                )
+        row = claim.fetchone()
+        verdicts = {pk: (flag(r), flag(s)) for pk, r, s in judgement.fetchall()} if judge is not None else {}
+    logged(sql, started)
+    if judge is not None:
+        logged(judge[0], started)
     if row is None:
         return None, False
     candidate, taken = _candidate(row), bool(row[3])
     if taken:
-        refused, sure = judged[candidate[0]]
+        refused, sure = verdicts.get(candidate[0], (False, False))
         if refused or (not sure and _barred(user, candidate)):
             raise _Barred(candidate[0])
     return candidate[0], taken
