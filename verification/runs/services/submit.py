@@ -159,6 +159,16 @@ _CYCLE_AND_LATEST: Final = Compiled(
 )
 
 
+#: The superseded verification waits for evidence no more (compiled once: every submission after the first sends it).
+_NOT_AWAITING: Final = Compiled(
+    "not-awaiting",
+    Verification,
+    lambda verification_pk: Verification.objects.filter(pk=verification_pk),
+    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE13), uuid.UUID(int=0xC0FFEE14), Verification._meta.pk)},
+    update=lambda verification_pk: {"awaiting_evidence": False},
+)
+
+
 def _cycle_and_latest(task: Task) -> tuple[int, Verification | None]:
     """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query; the latest
     comes back as a reference by primary key (a new submission supersedes it: only its id is written)."""
@@ -264,7 +274,7 @@ def _create(
         for cid, body in (*submission.judgments, *submission.results)
     )
     if supersedes is not None:
-        Verification.objects.filter(pk=supersedes.pk).update(awaiting_evidence=False)
+        _NOT_AWAITING.run(verification_pk=supersedes.pk)
     return verification
 
 
