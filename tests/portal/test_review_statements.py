@@ -4,7 +4,7 @@ items bound to the item and of receipts in its chain, on SQLite and on PostgreSQ
 
 Counted with Django's ``CaptureQueriesContext`` over the whole request (session, user and permissions included),
 leaving out the transaction's open and close (inside the test's transaction: SAVEPOINT and RELEASE SAVEPOINT), as
-tests/verification/test_query_counts.py does. The bounds are what the requests do now: 15 for the review page on both
+tests/verification/test_query_counts.py does. The bounds are what the requests do now: 14 for the review page on both
 databases (22 before), 16 on SQLite and 18 on PostgreSQL for the decision POST with its claim of the next item (25 and
 27 before); see the module constants.
 """
@@ -31,8 +31,8 @@ pytestmark = pytest.mark.django_db
 
 #: The review page of a held item: the session, the user and its two permission reads; the item with its task,
 #: submitter, rubric and lease; the head; the bindings; the arrived results; the chain; the decisions; the queue facts
-#: (membership, a re-run); the rails (one statement); the queue's counts (two).
-REVIEW_PAGE_BOUND = 15
+#: (membership, a re-run); the rails (one statement); the queue's counts (one).
+REVIEW_PAGE_BOUND = 14
 #: The decision POST (FAIL), which also claims and opens the next item (``claims``' statements, not counted apart):
 #: the session, the user and its permissions; the item; the lock; the read after it (replay, lease, head, membership,
 #: key); the rails; the receipt; the head columns; the record and its security-log entry; the lease's end; the event

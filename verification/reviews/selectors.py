@@ -41,6 +41,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from verification import cursors
+from verification.compiled import Compiled, Probe
 from verification.errors import ServiceError
 from verification.kernel.canonical import loads_strict
 from verification.kernel.determination import Outcome
@@ -229,6 +230,43 @@ def edge_in_hour_q(hour: int) -> Q:
     return Q(pk__in=edges)
 
 
+def _reason_counts_query(*, now: datetime, hour: int) -> QuerySet[Any]:
+    """``count_queue_reasons``' two sources as one ``UNION ALL`` of (reason, count) rows: the rollup's spans that cover
+    the whole of ``hour``, then the queue items at ``now`` with a span edge inside ``hour``, per reason as read."""
+    spans = (
+        QueueReasonCount.objects.filter(spans_hour_q(hour))
+        .values("reason")
+        .annotate(total=Sum("n"))
+        .values_list("reason", "total")
+    )
+    edges = (
+        queue_items(now=now)
+        .filter(edge_in_hour_q(hour))
+        .order_by()
+        .values("queue_reason")
+        .annotate(n=Count("pk"))
+        .values_list("queue_reason", "n")
+    )
+    return spans.union(edges, all=True)
+
+
+#: ``_reason_counts_query`` compiled once (``verification.compiled``): building the queue's membership condition
+#: through the ORM cost more than running the statement, on every queue page and review page.
+_REASON_COUNTS: Final = Compiled(
+    "queue-reason-counts",
+    QueueReasonCount,
+    _reason_counts_query,
+    {
+        "now": Probe(
+            datetime(2001, 1, 1, tzinfo=UTC),
+            datetime(2002, 2, 2, tzinfo=UTC),
+            Verification._meta.get_field("submitted_at"),
+        ),
+        "hour": Probe(1_000_061, 1_000_062),
+    },
+)
+
+
 def count_queue_reasons(*, now: datetime) -> list[tuple[str, int]]:
     """How many queue items there are per reason as read at ``now`` (``queue_items``' ``queue_reason``), most first.
 
@@ -236,21 +274,12 @@ def count_queue_reasons(*, now: datetime) -> list[tuple[str, int]]:
     member, counted per reason as read and the hours the span starts and ends in), whose size follows the reasons and
     the hours, not the items: the spans that cover the whole current hour count from the rollup; the verifications
     with a span edge inside the current hour (a PENDING deadline falling in it) are counted from the queue itself,
-    exactly. A verification is in one of the two, never both. Two queries whatever the queue's length.
+    exactly. A verification is in one of the two, never both. One statement whatever the queue's length
+    (``_reason_counts_query``).
     """
-    now_hour = _hour(now)
-    rows = (
-        QueueReasonCount.objects.filter(spans_hour_q(now_hour))
-        .values("reason")
-        .annotate(total=Sum("n"))
-        .values_list("reason", "total")
-    )
     totals: Counter[str] = Counter()
-    for code, n in rows:
+    for code, n in _REASON_COUNTS.rows(now=now, hour=_hour(now)):
         totals[str(code)] += int(n or 0)
-    due_now = queue_items(now=now).filter(edge_in_hour_q(now_hour))
-    for row in due_now.order_by().values("queue_reason").annotate(n=Count("pk")):
-        totals[str(row["queue_reason"])] += int(row["n"])
     return sorted(((code, n) for code, n in totals.items() if n), key=lambda pair: (-pair[1], pair[0]))
 
 
