@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from tests.adminportal.conftest import tamper_envelope
+from tests.adminportal.conftest import guards_lifted, tamper_envelope
 from verification.kernel.chain import sign_entry
 from verification.kernel.keys import PrivateKey
 from verification.kernel.reasons import Reason, explain
@@ -58,6 +59,23 @@ def test_a_tampered_chain_shows_the_failing_step_and_entry(admin: Client, chain:
     assert row is not None and "content-hash-mismatch" in row.group(0)
     assert '<tr data-step="3" data-step-status="not-run">' in page  # verification stops after the failing step
     assert LIMITS in page
+
+
+def test_a_stored_signature_that_is_not_base64_is_step_0_on_the_page(admin: Client, chain: Any) -> None:
+    # proof_for hands the stored columns over as they are: a row altered in the database is the verifier's
+    # finding (malformed-proof at step 0), not an error page.
+    verification, receipts = chain
+    with guards_lifted(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE verification_receipt SET signature = %s WHERE content_hash = %s",
+            ["not base64!", receipts[1].content_hash],
+        )
+    response = admin.get(reverse("adminportal:chain", args=[verification.pk]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'data-report-ok="false"' in page
+    assert 'data-failed-step="0"' in page
+    assert '<code data-failed-code>malformed-proof</code>' in page
 
 
 def test_a_revoked_key_fails_step_5_with_its_code(admin: Client, chain: Any, admin_user: Any) -> None:

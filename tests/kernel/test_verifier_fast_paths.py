@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.kernel.test_chain_verifier import KEY, OTHER_KEY, fresh, verify
 from verification.kernel.canonical import loads_strict
+from verification.kernel.chain import decode_signature
 from verification.kernel.errors import StrictJSONError
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import StepStatus, TrustedKey
@@ -87,3 +92,87 @@ def test_a_lone_surrogate_in_a_side_channel_field_is_malformed_proof(name: str, 
     proof = fresh()
     proof["entries"][1][name] = value
     assert_refused(verify(proof), Reason.MALFORMED_PROOF, 0, 1)
+
+
+# --- after the chain-verification profile (issue 15: fetch + verify <= 1.3 x bare Ed25519) -------------------------
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _reference_decode_signature(text: str) -> bytes | None:
+    """The definition decode_signature had before it was made of two binascii calls."""
+    import binascii
+
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if base64.b64encode(raw).decode("ascii") == text else None
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="AQgwBaz09+/=\n \u00e9-_", max_size=12) | st.binary(max_size=70).map(_b64))
+def test_decode_signature_accepts_exactly_the_canonical_base64(text: str) -> None:
+    assert decode_signature(text) == _reference_decode_signature(text)
+
+
+@pytest.mark.parametrize("value", [b"AAAA", None, 64, ["AAAA"]])
+def test_decode_signature_refuses_what_is_not_a_string(value: Any) -> None:
+    assert decode_signature(value) is None
+
+
+def test_a_valid_non_ascii_side_channel_string_passes_step_0_and_is_judged_later() -> None:
+    from tests.kernel.test_chain_verifier import assert_refused
+
+    proof = fresh()
+    proof["entries"][1]["key_id"] = "cl\u00e9"  # UTF-8 encodable: well-formed, but not the signed key id
+    assert_refused(verify(proof), Reason.ENVELOPE_MISMATCH, 4, 1)
+
+
+def test_a_string_subclass_is_a_string() -> None:
+    class Text(str):
+        pass
+
+    proof = fresh()
+    for entry in proof["entries"]:
+        for name in ("key_id", "algo", "format", "content_hash", "signature"):
+            entry[name] = Text(entry[name])
+    assert verify(proof).ok
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"signature": 1, "algo": None}, "algo"),  # the first wrong field in wire order is the one named
+        ({"content_hash": ["x"], "envelope": 3}, "content_hash"),
+        ({"envelope": {}}, "envelope"),
+        ({"format": "\ud800", "signature": 2}, "format"),
+    ],
+)
+def test_step_0_names_the_first_wrong_wire_string(changes: dict[str, Any], named: str) -> None:
+    from tests.kernel.test_chain_verifier import assert_refused
+
+    proof = fresh()
+    proof["entries"][1].update(changes)
+    report = verify(proof)
+    assert_refused(report, Reason.MALFORMED_PROOF, 0, 1)
+    assert report.detail.startswith(named + " ")
+
+
+def test_passing_results_follow_the_sorted_order_after_a_failure_in_a_later_step() -> None:
+    # The "ok" results are made once and re-ordered after step 1: in a failing step, every other entry's result
+    # carries its own seq and array index, in seq order.
+    proof = fresh()
+    proof["entries"].reverse()
+    count = len(proof["entries"])
+    proof["entries"][0]["algo"] = "rsa"  # the last seq, first in the array: a side-channel mismatch (step 4)
+    report = verify(proof)
+    assert report.failed_step == 4 and report.failed_seq == count - 1
+    step4 = report.steps[4]
+    assert [r.seq for r in step4.entries] == list(range(count))
+    assert [r.index for r in step4.entries] == list(range(count - 1, -1, -1))
+    assert [r.ok for r in step4.entries] == [True] * (count - 1) + [False]
+    assert all(step.entries[i] == step4.entries[i] for step in report.steps[1:4] for i in range(count - 1))
+    assert [r.index for r in report.steps[0].entries] == list(range(count))  # step 0 reports in array order

@@ -76,6 +76,8 @@ def _utf8(value: str, name: str) -> bytes:
 
 
 _ENTRY_FIELD_SET: Final = frozenset(ENTRY_FIELDS)
+#: The wire strings step 0 requires, in the order a wrong one is reported; the envelope (any text) comes after them.
+_ASCII_STRINGS: Final = ("key_id", "algo", "format", "content_hash", "signature")
 
 
 def step0_entry_shape(work: Work) -> None:
@@ -89,11 +91,19 @@ def step0_entry_shape(work: Work) -> None:
     if not _is_int(seq) or seq < 0:
         raise StepFailed(Reason.MALFORMED_PROOF, f"seq must be a non-negative integer, got {type_name(seq)}")
     work.seq = seq
-    for name in ("key_id", "algo", "format", "content_hash", "signature", "envelope"):
-        if not isinstance(raw[name], str):
-            raise StepFailed(Reason.MALFORMED_PROOF, f"{name} must be a string, got {type_name(raw[name])}")
-        if name != "envelope" and not raw[name].isascii():  # an ASCII string holds no surrogate
-            _utf8(raw[name], name)
+    key_id, algo, format_ = raw["key_id"], raw["algo"], raw["format"]
+    content_hash, signature_text = raw["content_hash"], raw["signature"]
+    # The usual entry in one test: five plain ASCII strings (an ASCII string holds no surrogate); any other entry
+    # goes through the field-by-field checks, which name the first thing wrong.
+    usual = type(key_id) is type(algo) is type(format_) is type(content_hash) is type(signature_text) is str
+    if not usual or not (key_id + algo + format_ + content_hash + signature_text).isascii():
+        for name in _ASCII_STRINGS:
+            if not isinstance(raw[name], str):
+                raise StepFailed(Reason.MALFORMED_PROOF, f"{name} must be a string, got {type_name(raw[name])}")
+            if not raw[name].isascii():
+                _utf8(raw[name], name)
+    if not isinstance(raw["envelope"], str):
+        raise StepFailed(Reason.MALFORMED_PROOF, f"envelope must be a string, got {type_name(raw['envelope'])}")
     prev = raw["prev_hash"]
     if prev is not None:
         if not isinstance(prev, str):
