@@ -13,6 +13,10 @@
     back empty (the service answers None only when its query finds no candidate). Measured again with the 4
     reviewers as forked processes (a web server's workers share no interpreter lock), so that the lock's share of the
     ratio shows, and with 1 reviewer.
+(d) every reviewer action over real HTTP (``bench/_reviewer_http.py``: gunicorn, one sync worker, a new connection
+    per request, one reviewer): the queue page, "Next item" with the review page it opens, a decision with the page
+    it redirects to; each as absolute p50/p95, as a ratio to a trivial view through the same middleware in the same
+    run, and its p50 against Label Studio's figure in issue 15 (goal: a third of it).
 
 The data. Eleven items are built through the real services (``reviewportal.portal.demo.seed_queue``, the ``make run``
 demo: a MISMATCH, a grounded semantic ``cited-conflict``, an expired PENDING, a deterministic FAIL, a NOT_RUN and
@@ -1040,6 +1044,8 @@ def main() -> str | None:
             "<= 1.1",
         ))
     if "d" in PARTS:
+        from bench._reviewer_http import LABEL_STUDIO_GOAL, LABEL_STUDIO_P50_MS, against_label_studio
+
         trivial = http.samples["trivial"]
         http_labels = {
             "queue": "(d) HTTP (gunicorn): queue page, GET /queue/",
@@ -1055,7 +1061,7 @@ def main() -> str | None:
                 f"p95 {_ms(_percentile(trivial, 0.95))}",
                 f"{_percentile(got, 0.5) / _percentile(trivial, 0.5):.1f} "
                 f"(p95: {_percentile(got, 0.95) / _percentile(trivial, 0.95):.1f})",
-                "(tracked)",
+                f"p50 <= {LABEL_STUDIO_P50_MS[action] * LABEL_STUDIO_GOAL:.0f} ms (Label Studio / 3)",
             ))
     if "a" in PARTS:
         census = ", ".join(f"{code} {n:,}" for code, n in large_counts)
@@ -1103,6 +1109,7 @@ def main() -> str | None:
             f"{len(http.samples['decide'])}, trivial {len(trivial)}; load average at the end "
             f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}."
         )
+        notes.append(against_label_studio({a: 1000 * _percentile(http.samples[a], 0.5) for a in LABEL_STUDIO_P50_MS}))
     if KEEP:
         notes.append(f"kept: the databases {large} ({ROWS:,}) and {small} ({SMALL_ROWS:,}) (BENCH_QUEUE_KEEP).")
     notes.append(
