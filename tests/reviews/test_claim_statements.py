@@ -16,10 +16,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.portal.conftest import Queue
+from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user
 from verification.reviews.models import ReviewLease
 from verification.reviews.services import claims
 from verification.reviews.services.claims import review_claim_next_id
+from verification.runs.models import Claim
 from verification.trust.models import SecurityLogEntry
 
 pytestmark = pytest.mark.django_db
@@ -78,3 +80,34 @@ def test_where_the_sql_form_does_not_judge_the_exact_rails_decide_every_candidat
     assert review_claim_next_id(user=reviewer) is None
     assert not ReviewLease.objects.filter(verification=own).exists()
     assert not SecurityLogEntry.objects.filter(kind="claim", target=str(own.pk)).exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_claim_is_begin_statements_commit_and_nothing_barred_is_kept(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a request claims (no transaction block open): BEGIN, the claim and its judgement in one round trip, then
+    COMMIT. An item the SQL form bars, and one it cannot vouch for that the exact rails refuse, are rolled back: no
+    lease, no log entry; the plain item after them is leased."""
+    from tests.reviews.test_claim_filter import _count_rails
+
+    first, second = queue.unknown("first"), queue.unknown("second")
+    actor_for_user(reviewer)
+    assert review_claim_next_id(user=reviewer) == first.pk
+    with CaptureQueriesContext(connection) as queries:
+        assert review_claim_next_id(user=reviewer) == second.pk
+    assert _first_words(_statements(queries)) == ["WITH", "SELECT"]  # BEGIN and COMMIT sent by hand, not logged
+    assert ReviewLease.objects.get(verification=second).holder == reviewer
+
+    barred = queue.self_review_trap(reviewer, title="own work")
+    odd = queue.unknown("a claimant named by a tab")
+    Claim.objects.create(task=odd.task, cycle=odd.cycle, actor=Actor.objects.create(name="\t", kind="agent"))
+    plain = queue.unknown("plain")
+    runs = _count_rails(monkeypatch)
+    assert review_claim_next_id(user=reviewer) == plain.pk
+    assert runs == [odd.task_id]  # the exact rails ran on the item the SQL form could not vouch for, only
+    for item in (barred, odd):
+        assert not ReviewLease.objects.filter(verification=item).exists()
+        assert not SecurityLogEntry.objects.filter(kind="claim", target=str(item.pk)).exists()
+    assert SecurityLogEntry.objects.filter(kind="claim", user=reviewer, target=str(plain.pk)).count() == 1

@@ -195,4 +195,7 @@ def judged(pk: Any, user: Any) -> tuple[bool, bool]:
 
 def flag(value: Any) -> bool:
     """A boolean as the cursor gives it (SQLite: 0 or 1)."""
-    return bool(BooleanField().to_python(value))
+    return bool(_BOOLEAN.to_python(value))
+
+
+_BOOLEAN: Final = BooleanField()

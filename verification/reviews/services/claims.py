@@ -255,42 +255,54 @@ def _claim_in_steps(user: Any, now: datetime, exclude: frozenset[Any]) -> tuple[
         return pk, True
 
 
-def _claim_in_one_statement(user: Any, now: datetime, compiled: _ClaimSQL) -> tuple[Any, bool]:
-    """One attempt as one statement (PostgreSQL's data-modifying ``WITH``): pick the candidate with SKIP LOCKED, upsert
-    its lease, append the security-log entry for the lease taken; (the candidate's pk or None, whether it was taken).
+#: The one-statement claim's SQL text per claim query text (``_one_statement_sql``).
+_ONE_STATEMENT_SQL: dict[tuple[str, str, str], str] = {}
 
-    The upsert's row count is still the arbiter (a lease another claimer committed after this statement's snapshot
-    makes the upsert change nothing, so ``taken`` is empty and no entry is written). In the same round trip (a
-    pipeline: BEGIN, the statement, the judgement), the rails' SQL form judges the lease just taken
-    (``judged_queryset``, prepared): certainly barred raises ``_Barred``, and the caller's rollback undoes the lease
-    and the entry; where it cannot vouch, the exact rails run on the candidate, with the subject the statement
-    returned beside it (no second read of the row). So a claim is two round trips (that one and COMMIT), and no Python
-    runs between the pick and the judgement."""
+
+def _one_statement_sql(user: Any, now: datetime, compiled: _ClaimSQL) -> tuple[str, list[Any]]:
+    """The one-statement claim (PostgreSQL's data-modifying ``WITH``): pick the candidate with SKIP LOCKED, upsert its
+    lease, append the security-log entry for the lease taken, answer (pk, task, cycle, taken). Its text (built once per
+    claim query) and its parameters."""
     pick_sql, pick_params, positions = compiled
-    field = ReviewLease._meta.get_field
     log_sql, log_params = security_log.security_log_insert_sql(
         kind="claim", user=user, source="taken", target_column="verification_id", at=now
     )
-    quote = connection.ops.quote_name
-    holder = f"CAST(%s AS {field('holder').cast_db_type(connection)})"
-    stamp = f"CAST(%s AS {field('claimed_at').cast_db_type(connection)})"
-    upsert = _lease_upsert(f"SELECT pick.pk, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
-    subject = quote(Verification._meta.db_table)
-    sql = (
-        # The pick's first column is the verification's pk ("pk": Django's alias); its subject is read beside it.
-        f"WITH pick AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
-        f"taken AS ({upsert} RETURNING {quote('verification_id')}), "
-        f"logged AS ({log_sql}) "
-        f"SELECT pick.pk, v.{quote('task_id')}, v.{quote('cycle')}, EXISTS (SELECT 1 FROM taken) "
-        f"FROM pick JOIN {subject} v ON v.{quote('id')} = pick.pk"
-    )
-    params = [*_claim_params(pick_params, positions, now), *_lease_values(user, now), *log_params]
+    key = (connection.alias, pick_sql, log_sql)
+    sql = _ONE_STATEMENT_SQL.get(key)
+    if sql is None:
+        field = ReviewLease._meta.get_field
+        quote = connection.ops.quote_name
+        holder = f"CAST(%s AS {field('holder').cast_db_type(connection)})"
+        stamp = f"CAST(%s AS {field('claimed_at').cast_db_type(connection)})"
+        upsert = _lease_upsert(f"SELECT pick.pk, {holder}, {stamp}, {stamp}, NULL, '' FROM pick")  # noqa: S608
+        subject = quote(Verification._meta.db_table)
+        sql = _ONE_STATEMENT_SQL[key] = (
+            # The pick's first column is the verification's pk ("pk": Django's alias); its subject is read beside it.
+            f"WITH pick AS ({pick_sql}), "  # noqa: S608 - compiled SQL and names, no values
+            f"taken AS ({upsert} RETURNING {quote('verification_id')}), "
+            f"logged AS ({log_sql}) "
+            f"SELECT pick.pk, v.{quote('task_id')}, v.{quote('cycle')}, EXISTS (SELECT 1 FROM taken) "
+            f"FROM pick JOIN {subject} v ON v.{quote('id')} = pick.pk"
+        )
+    return sql, [*_claim_params(pick_params, positions, now), *_lease_values(user, now), *log_params]
+
+
+def _send(
+    user: Any, now: datetime, compiled: _ClaimSQL, *, begin: bool = False
+) -> tuple[_Candidate | None, bool, tuple[bool, bool]]:
+    """Send the one-statement claim and, where the SQL form judges (``judge_in_sql``), its judgement of the lease just
+    taken (``claim_sql.judged_queryset``, prepared), pipelined: one round trip; with ``begin``, a BEGIN before them
+    (the caller then ends the transaction). (The candidate or None, whether it was taken, (refused, sure) of the
+    judgement: (False, False), leaving it to the exact rails, without one.)"""
     import psycopg
 
+    sql, params = _one_statement_sql(user, now, compiled)
     judge = judge_sql("lease") if judge_in_sql() else None
     started = time.monotonic()
     with connection.wrap_database_errors, psycopg_cursor() as claim, psycopg_cursor() as judgement:
         with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+            if begin:
+                psycopg.Cursor(connection.connection).execute("BEGIN")
             claim.execute(sql, params, prepare=True)
             if judge is not None:
                 judgement.execute(
@@ -302,25 +314,73 @@ def _claim_in_one_statement(user: Any, now: datetime, compiled: _ClaimSQL) -> tu
     if judge is not None:
         logged(judge[0], started)
     if row is None:
+        return None, False, (False, False)
+    candidate = _candidate(row)
+    return candidate, bool(row[3]), verdicts.get(candidate[0], (False, False))
+
+
+def _claim_in_one_statement(user: Any, now: datetime, compiled: _ClaimSQL) -> tuple[Any, bool]:
+    """One attempt as one statement in the caller's transaction (``_send``): (the candidate's pk or None, whether it
+    was taken).
+
+    The upsert's row count is still the arbiter (a lease another claimer committed after this statement's snapshot
+    makes the upsert change nothing, so ``taken`` is empty and no entry is written). The judgement came in the same
+    round trip: certainly barred raises ``_Barred``, and the caller's rollback undoes the lease and the entry; where
+    it cannot vouch, the exact rails run on the candidate, with the subject the statement returned beside it (no
+    second read of the row)."""
+    candidate, taken, (refused, sure) = _send(user, now, compiled)
+    if candidate is None:
         return None, False
-    candidate, taken = _candidate(row), bool(row[3])
-    if taken:
-        refused, sure = verdicts.get(candidate[0], (False, False))
-        if refused or (not sure and _barred(user, candidate)):
-            raise _Barred(candidate[0])
+    if taken and (refused or (not sure and _barred(user, candidate))):
+        raise _Barred(candidate[0])
     return candidate[0], taken
+
+
+def _claim_in_one_round_trip(user: Any, now: datetime, compiled: _ClaimSQL) -> tuple[Any, bool] | None:
+    """One attempt outside any transaction block: BEGIN, the one-statement claim and its judgement in one round trip
+    (``_send``), then COMMIT, or ROLLBACK where the judgement does not vouch for the lease taken: certainly barred
+    raises ``_Barred``; otherwise None, and the caller goes on statement by statement, where the exact rails decide.
+    So a claim is two round trips, against the bare loop's four (BEGIN, pick, upsert, COMMIT), and no Python runs
+    between the pick and the judgement. The transaction is this function's own: Django's connection stays in
+    autocommit, and every way out ends the transaction."""
+    import psycopg
+
+    ended = False
+
+    def end(command: str) -> None:
+        nonlocal ended
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(command)
+        ended = True
+
+    try:
+        candidate, taken, (refused, sure) = _send(user, now, compiled, begin=True)
+        if candidate is None or not taken or (sure and not refused):
+            end("COMMIT")  # a lease taken, or nothing written (a lost race, nothing left)
+            return (None, False) if candidate is None else (candidate[0], taken)
+        end("ROLLBACK")
+    finally:
+        if not ended and connection.connection is not None and not connection.connection.closed:
+            with contextlib.suppress(Exception):  # the error that got here is the one to report
+                end("ROLLBACK")
+    if refused:
+        raise _Barred(candidate[0])
+    return None
 
 
 def _claim_attempt(user: Any, now: datetime, exclude: frozenset[Any]) -> tuple[Any, bool]:
     """One attempt at the first claimable item not in ``exclude``: in one statement where the database writes in
-    ``WITH`` (PostgreSQL) and the claim query compiled once, else statement by statement; in a transaction either way.
-    No lease on an item the rails bar ``user`` from is committed: the rails' SQL form judges the candidate, and where
-    it cannot vouch for it the exact rails do (before the lease is written statement by statement; after the one
-    statement, whose lease and entry a barred candidate rolls back). Raises ``_Barred`` with the candidate the rails
-    bar ``user`` from."""
+    ``WITH`` (PostgreSQL) and the claim query compiled once (in one round trip with its own BEGIN outside a
+    transaction block), else statement by statement in a transaction. No lease on an item the rails bar ``user``
+    from is committed: the rails' SQL form judges the candidate, and where it cannot vouch for it the exact rails do
+    (before the lease is written statement by statement; after the one statement, whose lease and entry a barred
+    candidate rolls back). Raises ``_Barred`` with the candidate the rails bar ``user`` from."""
     if connection.vendor == "postgresql" and not exclude:
         compiled = _claim_sql()
         if compiled is not None:
+            if connection.get_autocommit() and judge_in_sql():
+                done = _claim_in_one_round_trip(user, now, compiled)
+                return done if done is not None else _claim_in_steps(user, now, exclude)
             with transaction.atomic():
                 return _claim_in_one_statement(user, now, compiled)
     return _claim_in_steps(user, now, exclude)
