@@ -131,7 +131,7 @@ def _progress(request: HttpRequest, left: int | None = None) -> dict[str, Any]:
     return {
         "decided": loop.decided(request),
         "left": left,
-        "last": item_selectors.verification_with_task(last) if last else None,
+        "last": {"pk": last, "title": loop.last_title(request)} if last else None,
         "skipped": len(loop.skipped(request)),
     }
 
@@ -324,7 +324,7 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
         messages.success(request, f"Sent “{title}” back for more evidence: it leaves the queue until a re-run.")
     else:
         messages.success(request, f"Decided {decision.action} on “{title}”: a signed receipt supersedes the head.")
-    loop.count_decision(request, verification.pk)
+    loop.count_decision(request, verification.pk, decided.task.title if decided.task else "")
     return _open_next(request)
 
 

@@ -84,12 +84,6 @@ def review_subject(verification_id: Any) -> Verification | None:
     return Verification.objects.select_related(*related).filter(pk=pk).first()
 
 
-def verification_with_task(verification_id: Any) -> Verification | None:
-    """The verification with this id and its task (one query), or None."""
-    pk = _pk(verification_id)
-    return Verification.objects.select_related("task").filter(pk=pk).first() if pk is not None else None
-
-
 def _lease(verification: Verification, now: datetime) -> ReviewLease | None:
     """The lease held on ``verification`` at ``now``: the one ``review_subject`` read with it, else read now."""
     if not Verification._meta.get_field("review_lease").is_cached(verification):
