@@ -47,12 +47,14 @@ from urllib.parse import quote
 REPO_ROOT = Path(__file__).resolve().parents[1]
 THROUGHPUT_COUNT = int(os.environ.get("BENCH_API_COUNT", "400"))
 LATENCY_COUNT = int(os.environ.get("BENCH_API_LATENCY", "200"))
-#: Client threads of (a): enough that the requests are answered well before the workers finish (the report says).
-CLIENTS = int(os.environ.get("BENCH_API_CLIENTS", "8"))
-WEB_WORKERS = int(os.environ.get("BENCH_API_WEB_WORKERS", "2"))
 #: (a): the numbers of Celery worker processes measured; (b) runs with 2 of them (or the most there are, if fewer).
 WORKER_COUNTS = tuple(sorted({int(k) for k in os.environ.get("BENCH_API_WORKERS", "1,2,4").split(",")}))
 CELERY_WORKERS = max(WORKER_COUNTS)
+#: gunicorn's sync workers (a request each at a time) and the client threads of (a): as many web workers as Celery
+#: workers at most and twice as many clients, so that the requests can keep ahead of the runs (the report says
+#: whether they did: with 2 web workers the web side was the bottleneck at k = 2, end to end).
+WEB_WORKERS = int(os.environ.get("BENCH_API_WEB_WORKERS", str(max(2, CELERY_WORKERS))))
+CLIENTS = int(os.environ.get("BENCH_API_CLIENTS", str(2 * WEB_WORKERS)))
 LATENCY_WORKERS = min(2, CELERY_WORKERS)
 #: (a) in two ways: "end to end", the runs while the requests come in (the API's throughput: the web server and the
 #: workers share the CPUs), timed from the first request; and "drain", the same submissions made through the API
