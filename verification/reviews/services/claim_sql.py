@@ -133,8 +133,19 @@ def judge_sql(form: str) -> JudgeSQL:
         if other_sql != sql or any(base[i] != a or params[i] != b for i in at):
             raise AssertionError(f"claims: the judgement's {name} is not a plain parameter")  # noqa: TRY003
         places.append((name, at))
-    found = _JUDGE_SQL[key] = (sql, tuple(base), tuple(places))
+    found = _JUDGE_SQL[key] = (
+        _inline_judge(sql, base, places) if connection.vendor == "postgresql" else (sql, tuple(base), tuple(places))
+    )
     return found
+
+
+def _inline_judge(sql: str, base: list[Any], places: list[tuple[str, tuple[int, ...]]]) -> JudgeSQL:
+    """PostgreSQL: the judgement with its constants written in (``inlined``), its arguments' places renumbered: fewer
+    values to send on every claim, and a plan made with the constants known."""
+    keep = tuple(sorted(i for _, at in places for i in at))
+    text, kept, _ = inlined(sql, base, keep)
+    index = {old: new for new, old in enumerate(keep)}
+    return text, kept, tuple((name, tuple(index[i] for i in at)) for name, at in places)
 
 
 def judge_params(compiled: JudgeSQL, **arguments: Any) -> list[Any]:
