@@ -176,3 +176,53 @@ def test_passing_results_follow_the_sorted_order_after_a_failure_in_a_later_step
     assert [r.ok for r in step4.entries] == [True] * (count - 1) + [False]
     assert all(step.entries[i] == step4.entries[i] for step in report.steps[1:4] for i in range(count - 1))
     assert [r.index for r in report.steps[0].entries] == list(range(count))  # step 0 reports in array order
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("as_bytes", [True, False])
+def test_the_cyclic_collector_pauses_during_a_verification_and_is_left_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, enabled: bool, as_bytes: bool
+) -> None:
+    import gc
+
+    from tests.kernel.test_chain_verifier import EXPECTED
+    from verification.kernel import verifier
+
+    seen: list[bool] = []
+    step3 = verifier.step3_format
+
+    def observed(work: Any) -> None:
+        seen.append(gc.isenabled())
+        step3(work)
+
+    monkeypatch.setattr(verifier, "step3_format", observed)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        proof = fresh()
+        if as_bytes:
+            report = verifier.verify_proof_bytes(json.dumps(proof).encode(), **EXPECTED)
+        else:
+            report = verifier.verify_report(proof, **EXPECTED)
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert report.ok
+    assert seen and not any(seen)  # paused while the steps ran
+    assert after is enabled
+
+
+def test_the_collector_comes_back_when_a_verification_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from tests.kernel.test_chain_verifier import EXPECTED
+    from verification.kernel import verifier
+
+    def broken(work: Any) -> None:
+        raise RuntimeError("a bug, not a refusal")
+
+    monkeypatch.setattr(verifier, "step3_format", broken)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        verifier.verify_report(fresh(), **EXPECTED)
+    assert gc.isenabled()
