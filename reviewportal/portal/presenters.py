@@ -17,7 +17,7 @@ from verification.kernel.determination import Outcome
 from verification.kernel.evidence import Freshness
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import VerificationReport
-from verification.reviews.item_selectors import BoundEvidence, ReviewItem, review_item
+from verification.reviews.item_selectors import BoundEvidence, ReviewItem, review_item, review_item_of
 from verification.reviews.models import ReviewDecision, ReviewLease
 from verification.reviews.selectors import RANK_NAMES, QueueItem, queue_slice
 from verification.runs.models import ArrivedResult, Verification
@@ -401,3 +401,9 @@ def review_page(item: ReviewItem) -> ReviewView:
 def review_view(verification: Verification, *, now: datetime) -> ReviewView:
     """Everything the review page shows, read at ``now`` (issue 5 §3)."""
     return review_page(review_item(verification, now=now))
+
+
+def review_view_of(verification_id: Any, *, now: datetime) -> ReviewView | None:
+    """``review_view`` by id (``item_selectors.review_item_of``); None when there is no such verification."""
+    item = review_item_of(verification_id, now=now)
+    return review_page(item) if item is not None else None

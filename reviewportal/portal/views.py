@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -29,11 +30,9 @@ from reviewportal.webwords import field_problems
 from verification.errors import ServiceError
 from verification.kernel.errors import KernelError
 from verification.kernel.reasons import Reason, explain
-from verification.reviews import item_selectors
 from verification.reviews import selectors as review_selectors
 from verification.reviews.models import ReviewAction
 from verification.reviews.services import claims, decisions
-from verification.runs.models import Verification
 
 logger = logging.getLogger(__name__)
 csp_logger = logging.getLogger("reviewportal.csp")
@@ -173,9 +172,8 @@ def awaiting(request: HttpRequest) -> HttpResponse:
 # --- one item --------------------------------------------------------------------------------------------------------
 
 
-def _review_context(request: HttpRequest, verification: Verification, **extra: Any) -> dict[str, Any]:
-    now = timezone.now()
-    view = presenters.review_view(verification, now=now)
+def _review_context(request: HttpRequest, view: presenters.ReviewView, now: datetime) -> dict[str, Any]:
+    verification = view.verification
     lease = view.lease
     holds = lease is not None and lease.holder_id == request.user.pk
     bar = None
@@ -204,17 +202,17 @@ def _review_context(request: HttpRequest, verification: Verification, **extra: A
     kept = loop.kept_form(request, verification.pk)
     if kept is not None:
         context.update(form=kept["form"], refusal=kept["refusal"], request_key=kept["request_key"])
-    context.update(extra)
     return context
 
 
 @require_GET
 @reader_required
 def review(request: HttpRequest, verification_id: str) -> HttpResponse:
-    verification = item_selectors.review_subject(verification_id)
-    if verification is None:
+    now = timezone.now()
+    view = presenters.review_view_of(verification_id, now=now)
+    if view is None:
         raise Http404("no such verification")
-    return render(request, "portal/review.html", _review_context(request, verification))
+    return render(request, "portal/review.html", _review_context(request, view, now))
 
 
 @require_POST

@@ -7,6 +7,7 @@ its lease and decisions. The page's view models are ``reviewportal.portal.presen
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,18 +16,20 @@ from typing import Any, Final
 
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, QuerySet, Subquery
 
-from verification.compiled import Compiled, Probe
+from verification.actors.models import Actor
+from verification.compiled import Compiled, Joined, Probe, joined_columns, joined_instances
+from verification.errors import NotFound
 from verification.evidence.models import VerificationEvidence
 from verification.evidence.selectors import EvidenceRead, read_evidence
 from verification.kernel.determination import Outcome
 from verification.kernel.evidence import Freshness, freshness
 from verification.kernel.verifier import VerificationReport, verify_report
 from verification.reviews.models import ReviewDecision, ReviewLease
-from verification.reviews.selectors import _held, active_lease, outcome_as_read, queue_member_q
-from verification.runs.models import ArrivedResult, Verification
+from verification.reviews.selectors import _held, outcome_as_read, queue_member_q
+from verification.runs.models import ArrivedResult, Rubric, Task, Verification
 from verification.runs.selectors import rubric_criteria
 from verification.trust.models import Receipt, ReceiptKind
-from verification.trust.selectors import head_of, proof_for, receipt_payload, trusted_keys, untrusted_head
+from verification.trust.selectors import proof_for, receipt_payload, trusted_keys, untrusted_head
 
 
 @dataclass(frozen=True)
@@ -74,49 +77,52 @@ def _pk(verification_id: Any) -> uuid.UUID | None:
         return None
 
 
-def review_subject(verification_id: Any) -> Verification | None:
-    """The verification of a review page, or None (also for a string that is not a UUID), with what the page shows
-    of it read in the same query: its task, its submitter, its rubric and its lease with the holder."""
-    pk = _pk(verification_id)
-    if pk is None:
-        return None
-    related = ("task", "submitted_by", "rubric", "review_lease", "review_lease__holder")
-    return Verification.objects.select_related(*related).filter(pk=pk).first()
+#: The field that gives ``now`` its database form in the compiled query (any timestamp column would do).
+_AT_FIELD: Final = ReviewLease._meta.get_field("expires_at")
+#: The head receipt's columns the page reads (the others stay deferred).
+_HEAD_COLUMNS: Final = ("content_hash", "seq", "key_id", "envelope", "created_at", "kind", "supersedes_receipt_id")
 
 
-def _lease(verification: Verification, now: datetime) -> ReviewLease | None:
-    """The lease held on ``verification`` at ``now``: the one ``review_subject`` read with it, else read now."""
-    if not Verification._meta.get_field("review_lease").is_cached(verification):
-        return active_lease(verification, now=now)
-    try:
-        lease = verification.review_lease
-    except ReviewLease.DoesNotExist:
-        return None
-    return _held(lease, now)
+@functools.cache
+def _subject_models() -> tuple[Joined, ...]:
+    """The item and what the page shows of it, as ``select_related`` would load them: its task, submitter and rubric,
+    its lease and the lease's holder."""
+    holder = ReviewLease._meta.get_field("holder").related_model
+    return (
+        (Verification, ""),
+        (Task, "task__"),
+        (Actor, "submitted_by__"),
+        (Rubric, "rubric__"),
+        (ReviewLease, "review_lease__"),
+        (holder, "review_lease__holder__"),
+    )
 
 
-def _queue_facts_query(*, verification_pk: Any, now: datetime) -> QuerySet[Any]:
-    """Whether the verification is in the queue at ``now`` (``queue_member_q``, the queue's one definition) and the
-    pk of the newer verification that supersedes it (a re-run), as one row."""
+def _subject_query(*, verification_pk: Any, now: datetime) -> QuerySet[Any]:
+    """The review page's item as ONE row: the verification and its relations (``_subject_models``); whether it is in
+    the queue at ``now`` (``queue_member_q``, the queue's one definition); the newer verification that supersedes it
+    (a re-run); its head receipt's columns (``_HEAD_COLUMNS``)."""
     newer = Verification.objects.filter(supersedes=OuterRef("pk")).order_by("created_at", "id").values("pk")[:1]
+    head = Receipt.objects.filter(verification_id=OuterRef("pk")).order_by("-seq")
     return (
         Verification.objects.filter(pk=verification_pk)
         .annotate(
             r_member=ExpressionWrapper(queue_member_q(now), output_field=BooleanField()),
             r_newer=Subquery(newer),
+            **{f"r_head_{name}": Subquery(head.values(name)[:1]) for name in _HEAD_COLUMNS},
         )
-        .values_list("r_member", "r_newer")
+        .values_list(
+            *joined_columns(_subject_models()), "r_member", "r_newer", *(f"r_head_{name}" for name in _HEAD_COLUMNS)
+        )
     )
 
 
-#: The field that gives ``now`` its database form in the compiled queries (any timestamp column would do).
-_AT_FIELD: Final = ReviewLease._meta.get_field("expires_at")
-#: ``_queue_facts_query`` compiled once (``verification.compiled``): building the membership condition through the ORM
+#: ``_subject_query`` compiled once (``verification.compiled``): building the membership condition through the ORM
 #: cost more than running the statement.
-_QUEUE_FACTS: Final = Compiled(
-    "review-queue-facts",
+_SUBJECT: Final = Compiled(
+    "review-subject",
     Verification,
-    _queue_facts_query,
+    _subject_query,
     {
         "verification_pk": Probe(uuid.UUID(int=0xC0FFEE51), uuid.UUID(int=0xC0FFEE52), Verification._meta.pk),
         "now": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC), _AT_FIELD),
@@ -124,14 +130,35 @@ _QUEUE_FACTS: Final = Compiled(
 )
 
 
-def _queue_facts(verification: Verification, now: datetime) -> tuple[bool, Verification | None]:
-    """In the queue at ``now``, and the verification that supersedes it (``_queue_facts_query``)."""
-    rows = _QUEUE_FACTS.rows(verification_pk=verification.pk, now=now)
+@dataclass(frozen=True)
+class _Subject:
+    verification: Verification
+    head: Receipt | None
+    lease: ReviewLease | None
+    in_queue: bool
+    newer_pk: Any
+
+
+def _subject(verification_id: Any, now: datetime) -> _Subject | None:
+    pk = _pk(verification_id)
+    rows = _SUBJECT.rows(verification_pk=pk, now=now) if pk is not None else []
     if not rows:
-        return False, None
-    member, newer_pk = rows[0]
-    superseded_by = Verification.objects.filter(pk=newer_pk).first() if newer_pk is not None else None
-    return bool(member), superseded_by
+        return None
+    models = _subject_models()
+    width = len(joined_columns(models))
+    verification, task, submitted_by, rubric, lease, holder = joined_instances(models, rows[0][:width])
+    assert isinstance(verification, Verification)  # noqa: S101 - the row's own primary key is never null
+    verification.task, verification.submitted_by, verification.rubric = task, submitted_by, rubric  # type: ignore[assignment]
+    if isinstance(lease, ReviewLease):
+        lease.holder, lease.verification = holder, verification
+    member, newer_pk, *head_values = rows[0][width:]
+    head = None
+    if head_values[0] is not None:  # a loaded receipt with these columns (the others deferred), in from_db's order
+        read = {"verification_id": verification.pk, **dict(zip(_HEAD_COLUMNS, head_values, strict=True))}
+        names = [f.attname for f in Receipt._meta.concrete_fields if f.attname in read]
+        head = Receipt.from_db(Receipt.objects.db, names, [read[name] for name in names])
+    held = _held(lease, now) if isinstance(lease, ReviewLease) else None
+    return _Subject(verification, head, held, bool(member), newer_pk)
 
 
 def bound_evidence(verification: Verification, payload: Mapping[str, Any], now: datetime) -> list[BoundEvidence]:
@@ -176,9 +203,14 @@ def verify_chain(verification: Verification, head: Receipt | None) -> Verificati
     )
 
 
-def review_item(verification: Verification, *, now: datetime) -> ReviewItem:
-    """Everything the review page shows about one verification, read at ``now`` (issue 5 §3)."""
-    head = head_of(verification)
+def review_item_of(verification_id: Any, *, now: datetime) -> ReviewItem | None:
+    """Everything the review page shows about one verification, read at ``now`` (issue 5 §3); None when there is no
+    such verification (also for a string that is not a UUID). The item, its relations, its head, its lease and its
+    queue facts come in one compiled statement (``_subject_query``)."""
+    subject = _subject(verification_id, now)
+    if subject is None:
+        return None
+    verification, head = subject.verification, subject.head
     payload: Mapping[str, Any] = receipt_payload(head) if head is not None else {}
     decision_payload = payload if head is not None and head.kind == ReceiptKind.DECISION else None
     # The automated outcome beneath: the head's, or (under a decision) the receipt it superseded.
@@ -190,8 +222,7 @@ def review_item(verification: Verification, *, now: datetime) -> ReviewItem:
     kinds: dict[str, str] = {}
     if outcome is not None and verification.rubric is not None:
         kinds = {c.id: c.kind.value for c in rubric_criteria(verification.rubric).criteria}
-    evidence = bound_evidence(verification, automated_payload, now)
-    member, superseded_by = _queue_facts(verification, now)
+    newer = subject.newer_pk
     return ReviewItem(
         verification=verification,
         now=now,
@@ -201,13 +232,21 @@ def review_item(verification: Verification, *, now: datetime) -> ReviewItem:
         outcome=outcome,
         untrusted_head=head is not None and untrusted_head(head),
         criterion_kinds=kinds,
-        evidence=evidence,
+        evidence=bound_evidence(verification, automated_payload, now),
         judgments=semantic_judgments(verification, outcome),
         chain=verify_chain(verification, head),
-        lease=_lease(verification, now),
+        lease=subject.lease,
         decisions=list(
             ReviewDecision.objects.filter(verification=verification).select_related("user", "receipt").order_by("id")
         ),
-        in_queue=member,
-        superseded_by=superseded_by,
+        in_queue=subject.in_queue,
+        superseded_by=Verification.objects.filter(pk=newer).first() if newer is not None else None,
     )
+
+
+def review_item(verification: Verification, *, now: datetime) -> ReviewItem:
+    """``review_item_of`` for a verification at hand (read again, with everything the page shows of it)."""
+    item = review_item_of(verification.pk, now=now)
+    if item is None:
+        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+    return item
