@@ -1,10 +1,12 @@
 """Reviewer queue benchmark (issue 5 "The reviewer queue", acceptance; run by ``make bench``).
 
 (a) the queue page (``GET /queue/`` through ``django.test.Client``, every middleware, a signed-in reviewer) with
-    100,000 verifications as a ratio to the same page with 100 verifications, p95 against p95 (target <= 1.5), and
-    its absolute p50/p95. Measured twice: with the counts per reason reused for 5 s as deployed
-    (``REVIEWPORTAL_QUEUE_COUNTS_SECONDS``, so the timed requests read the list and reuse the counts), and with them
-    recounted on every request (the page a cold cache gets, no target).
+    100,000 verifications (``BENCH_QUEUE_ROWS``) as a ratio to the same page with 100 verifications
+    (``BENCH_QUEUE_SMALL_ROWS``), p95 against p95 (target <= 1.5), and its absolute p50/p95. Measured twice: with the
+    counts per reason reused for 5 s as deployed (``REVIEWPORTAL_QUEUE_COUNTS_SECONDS``, so the timed requests read
+    the list and reuse the counts), and with them recounted on every request (the page a cold cache gets; issue 15:
+    <= 1.2, both for 100,000 against 100 and for 1,000,000 against 100,000:
+    ``BENCH_QUEUE_ROWS=1000000 BENCH_QUEUE_SMALL_ROWS=100000 BENCH_QUEUE_PARTS=ac``).
 (b) claims per second through ``review_claim_next_id`` (what "Next item" calls) with 4 reviewers at once (threads,
     one connection each) as a ratio to a bare claim loop in psycopg on the same data in the same run: the same queue
     query written by hand, ``SELECT … FOR UPDATE SKIP LOCKED``, the same conditional upsert of the lease, one
@@ -22,13 +24,16 @@ The data. Eleven items are built through the real services (``reviewportal.porta
 demo: a MISMATCH, a grounded semantic ``cited-conflict``, an expired PENDING, a deterministic FAIL, a NOT_RUN and
 UNKNOWN ``missing-baseline`` items; plus a clean deterministic PASS, one UNKNOWN decided PASS by a reviewer through
 ``review_decide`` and one sent back with ``review_request_evidence``). Every other row is a copy of one of these,
-``bulk_create``d: a new ``Task`` (with its ``TaskCycle`` 1), a ``Verification`` with the template's submission and
-indexed head columns (verdict, determination, flagged, flag_reason, reason, human_decided, pending_until,
-automated_verdict, evidence_key, awaiting_evidence) and its own ``submitted_at``, and the template's receipt chain
-re-signed for the copy with the active key: the template's canonical envelope with the copy's verification id,
-created_at, task (``subject``), PENDING deadline and previous hashes in place, hashed and signed with the kernel's
-``content_hash_of`` and ``signing_message`` (the first copy of each template receipt is checked byte for byte against
-``kernel.chain.sign_entry``), so the page reads real signed heads; the reviewer's ``ReviewDecision`` of a decided or
+built set-based in SQL (``bench/_seed_sql.py``: what ``_rows_for`` builds for one copy, for all the copies of a
+category in one statement per table; 1,000,000 rows took 15-17 min on 2 shared CPUs at load 7-11): a new ``Task``
+(with its ``TaskCycle`` 1), a ``Verification`` with the template's submission and indexed head columns (verdict,
+determination, flagged, flag_reason, reason, human_decided, pending_until, automated_verdict, evidence_key,
+awaiting_evidence) and its own ``submitted_at``, and the template's receipt chain re-signed for the copy with the
+active key: the template's canonical envelope with the copy's verification id, created_at, task (``subject``),
+PENDING deadline and previous hashes in place, hashed (``content_hash_of``: PostgreSQL's ``sha256``) and signed
+(``signing_message``, in Python) (the first copy of each template receipt ``_rows_for`` builds is checked byte for
+byte against ``kernel.chain.sign_entry``, and sample SQL copies against ``_rows_for``'s column for column), so the
+page reads real signed heads; the reviewer's ``ReviewDecision`` of a decided or
 sent-back template is copied too. Not copied: evidence bindings, claims and links (the queue and the claim never read
 them). The mix, as fractions of the total: in the queue MISMATCH 6%, cited-conflict 6%, deterministic FAIL (other
 flagged) 6%, UNKNOWN 26%, PENDING expired long ago 4%, NOT_RUN 10%; PENDING with deadlines within now +/- 30 min 1%
@@ -998,7 +1003,7 @@ def main() -> str | None:
     if "a" in PARTS:
         rows += [
             page_row(f"(a) GET /queue/, {ROWS:,} verifications, counts reused 5 s (as deployed)", deployed),
-            (*page_row("    the same, counts recounted on every request", cold)[:4], "(none)"),
+            (*page_row("    the same, counts recounted on every request", cold)[:4], "<= 1.2"),
         ]
     if "b" in PARTS:
         labels = {
