@@ -226,3 +226,14 @@ def test_the_collector_comes_back_when_a_verification_raises(monkeypatch: pytest
     with pytest.raises(RuntimeError):
         verifier.verify_report(fresh(), **EXPECTED)
     assert gc.isenabled()
+
+
+def test_stored_columns_make_the_same_proof_as_the_checked_entries() -> None:
+    # proof_for builds the wire entries straight from the stored columns (wire_entries), no Entry in between.
+    from tests.kernel.test_chain_verifier import CHAIN, HEAD, PROOF, VID
+    from verification.kernel.chain import WIRE_COLUMNS, proof_document, wire_entries
+
+    rows = [tuple(getattr(entry, column) for column in WIRE_COLUMNS) for entry in CHAIN]
+    entries = wire_entries(rows)
+    assert entries == [entry.as_json() for entry in CHAIN]
+    assert json.dumps(proof_document(verification_id=VID, entries=entries, proof_head_hash=HEAD)) == json.dumps(PROOF)
