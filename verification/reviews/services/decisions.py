@@ -29,7 +29,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe
+from verification.compiled import Compiled, Probe, joined_columns, joined_instances
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -112,6 +112,39 @@ def _replayed(request_key: str, verification: Verification, user: Any, found: An
     if existing.verification_id != verification.pk or existing.user_id != user.pk:
         raise ServiceError(Reason.IDEMPOTENCY_CONFLICT, "this form was already used for another decision", status=409)
     return existing
+
+
+#: The verification a decision locks, with its task (read in the same statement, not locked).
+_LOCKED_MODELS: Final = ((Verification, ""), (Task, "task__"))
+
+
+def _lock_query(*, verification_pk: Any) -> QuerySet[Any]:
+    return (
+        Verification.objects.select_for_update(of=("self",))
+        .filter(pk=verification_pk)
+        .values_list(*joined_columns(_LOCKED_MODELS))
+    )
+
+
+#: ``SELECT … FOR UPDATE OF`` the verification, compiled once (``verification.compiled``; inside the decision's
+#: transaction, where Django compiles ``select_for_update``).
+_LOCK: Final = Compiled(
+    "decision-lock",
+    Verification,
+    _lock_query,
+    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE33), uuid.UUID(int=0xC0FFEE34), Verification._meta.pk)},
+)
+
+
+def _lock(verification_pk: Any) -> Verification:
+    """The verification locked for the decision, with its task; ``not-found`` when there is none."""
+    rows = _LOCK.rows(verification_pk=verification_pk)
+    if not rows:
+        raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
+    locked, task = joined_instances(_LOCKED_MODELS, rows[0])
+    assert isinstance(locked, Verification)  # noqa: S101 - the row's own primary key is never null
+    locked.task = task  # type: ignore[assignment]
+    return locked
 
 
 #: Two instants for compiling the queries that take ``now`` (``verification.compiled.Probe``).
@@ -405,14 +438,7 @@ def review_decide(
     key = _check_key(request_key)
     action = _action(verdict)
     with transaction.atomic():
-        locked = (
-            Verification.objects.select_for_update(of=("self",))
-            .select_related("task")
-            .filter(pk=verification.pk)
-            .first()
-        )
-        if locked is None:
-            raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+        locked = _lock(verification.pk)
         read = _after_lock(locked, user, when, key)
         replayed = _replayed(key, locked, user, read.replayed)
         if replayed is not None:
