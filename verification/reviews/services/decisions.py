@@ -51,6 +51,7 @@ from verification.reviews.services.claims import (
     _end_lease,
     _not_held,
     _now,
+    _rail_refusal,
     _rails_over,
     _require_reviewer,
     review_bar,
@@ -218,9 +219,9 @@ def decision_rails(user: Any, verification: Verification) -> tuple[Actor, Kernel
     with the reviewer's human actor as the verifier and the approval's cycle (SPEC §9; ``claims._rails_over``). One
     query: ``cycle_workers`` reads the reviewer's actor and its tokens' boundaries with the cycle's workers (a user
     without an actor yet gets one, ``actor_for_user``, as on every path)."""
-    if verification.task_id is None or verification.cycle is None:
+    if verification.task_id is None or verification.cycle is None:  # refused before any rail reads (claims')
         actor = actor_for_user(user)
-        return actor, ServiceError(Reason.NOT_IN_REVIEW_QUEUE, "a verification without a subject", status=409)
+        return actor, _rail_refusal(verification, actor)
     found = cycle_workers(Task(pk=verification.task_id), verification.cycle, reviewer=user)
     actor, verifier = found.reviewer, found.verifier
     if actor is None or verifier is None:
