@@ -14,7 +14,8 @@
     result is read), beside ``verification_submit`` + ``verification_run`` called directly.
 
 Both sides run in the same run, in alternating rounds (the k in turn, the order reversed every other round), so the
-machine's other load hits them alike. PostgreSQL and
+machine's other load hits them alike. ``BENCH_API_CONN_MAX_AGE=<seconds>`` runs the server and the workers with
+persistent database connections (an experiment; the portal's settings open one per request and per task). PostgreSQL and
 Redis only (DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...): anything else is skipped with a message.
 It works in a scratch database ``bench_api_<name>`` that it creates, migrates and drops, and in two Celery queues
 of its own (``bench-api-<random>`` for the workers; ``...-direct-...`` takes the messages the direct submissions
@@ -76,6 +77,8 @@ import os
 from reviewportal.settings import *  # noqa: F403
 
 CELERY_TASK_DEFAULT_QUEUE = os.environ["BENCH_API_QUEUE"]
+if os.environ.get("BENCH_API_CONN_MAX_AGE"):  # an experiment: persistent connections (the portal's default: none)
+    DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["BENCH_API_CONN_MAX_AGE"])  # noqa: F405
 '''
 #: What the started processes must not inherit from this one (they get the benchmark's own values).
 _SCRUBBED = (
@@ -494,7 +497,8 @@ def _report(figures: Figures, server: str, names: list[str]) -> str:
     notes = [
         f"server: {server} on 127.0.0.1; up to {CELERY_WORKERS} workers `celery worker --pool=prefork "
         f"--concurrency=1` on Redis; PostgreSQL scratch database; os.cpu_count() = {cpus}, shared by all of them, "
-        f"the client threads and the machine's other jobs",
+        f"the client threads and the machine's other jobs; CONN_MAX_AGE "
+        f"{os.environ.get('BENCH_API_CONN_MAX_AGE') or 'as the portal sets it (0: a connection per request and task)'}",
         f"what the CPUs allow: {cpus} CPUs, so up to k = {cpus} workers can each run on a CPU of their own (the web "
         "server, PostgreSQL, Redis and the client threads use the same CPUs); the target applies to k = "
         f"{', '.join(within) or '(none)'}"
