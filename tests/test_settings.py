@@ -311,3 +311,14 @@ def test_service_markers_skip_or_fail(
     assert proc.returncode == returncode, proc.stdout
     assert outcome in proc.stdout
     assert message in proc.stdout
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_portals_postgresql_connections_do_not_jit() -> None:
+    """Issue 15: JIT compilation cost more than the queue counts' statement at 1,000,000 verifications."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
