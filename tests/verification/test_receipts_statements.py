@@ -56,9 +56,10 @@ def _database_options(tmp_path: Path, **env: str) -> subprocess.CompletedProcess
 def test_postgresql_connections_may_prepare_unless_turned_off(tmp_path: Path) -> None:
     url = "postgres://someone@127.0.0.1:5432/anything"  # the settings never connect
     on = _database_options(tmp_path, DATABASE_URL=url)
-    assert on.stdout.strip() == "[('connect_timeout', 5), ('prepare_threshold', 5)]", on.stderr
+    expected = "[('connect_timeout', 5), ('options', '-c jit=off'), ('prepare_threshold', 5)]"  # jit: issue 15
+    assert on.stdout.strip() == expected, on.stderr
     off = _database_options(tmp_path, DATABASE_URL=url, REVIEWPORTAL_DB_PREPARED_STATEMENTS="0")
-    assert off.stdout.strip() == "[('connect_timeout', 5)]", off.stderr
+    assert off.stdout.strip() == "[('connect_timeout', 5), ('options', '-c jit=off')]", off.stderr
     sqlite = _database_options(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}").stdout
     assert "prepare_threshold" not in sqlite and "transaction_mode" in sqlite
     refused = _database_options(tmp_path, DATABASE_URL=url, REVIEWPORTAL_DB_PREPARED_STATEMENTS="maybe")
