@@ -11,8 +11,11 @@ in Python's types (the output fields' database converters applied: SQLite's date
 
 from __future__ import annotations
 
+import functools
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections, router
@@ -28,6 +31,16 @@ class Probe:
     first: Any
     second: Any
     field: Field[Any, Any] | None = None
+
+    @classmethod
+    def key_of(cls, model: type[Model]) -> Probe:
+        """Two UUIDs for an argument that is ``model``'s (UUID) primary key."""
+        return cls(uuid.UUID(int=0xC0FFEE01), uuid.UUID(int=0xC0FFEE02), model._meta.pk)
+
+    @classmethod
+    def instant(cls, field: Field[Any, Any]) -> Probe:
+        """Two instants for a timestamp argument, in ``field``'s database form."""
+        return cls(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC), field)
 
 
 @dataclass(frozen=True)
@@ -137,29 +150,64 @@ class Compiled:
             return int(cursor.rowcount)
 
 
-#: A model and the lookup prefix of its columns in a query over another model (``""`` for that model itself).
-Joined = tuple[type[Model], str]
+class Related:
+    """A model with the relations ``select_related`` would follow (``paths``, each parent before its children, a
+    reverse one-to-one included), loaded from ONE row of a compiled ``values_list``: ``columns`` are the row's
+    columns (every concrete field of each model), ``load`` builds the instances and links each to its parent as
+    ``select_related`` does; a model reached through a null relation (its primary key null from the outer join) is
+    None. The relations are resolved on first use (the models are loaded by then)."""
 
+    def __init__(self, model: type[Model], paths: Sequence[str] = ()) -> None:
+        self._model, self._paths = model, tuple(paths)
 
-def joined_columns(models: Sequence[Joined]) -> list[str]:
-    """The ``values_list`` columns that load every concrete field of each of ``models`` (what ``select_related``
-    would load), in order."""
-    return [f"{prefix}{f.name}" for model, prefix in models for f in model._meta.concrete_fields]
+    @functools.cached_property
+    def _steps(self) -> tuple[tuple[str, str, str, type[Model]], ...]:
+        """Per path: (path, parent path, the attribute on the parent, the related model)."""
+        models: dict[str, type[Model]] = {"": self._model}
+        steps = []
+        for path in self._paths:
+            parent, _, name = path.rpartition("__")
+            if parent not in models:
+                raise ValueError(f"{path!r}: its parent {parent!r} must come first")  # noqa: TRY003
+            related = models[parent]._meta.get_field(name).related_model
+            if not isinstance(related, type) or not hasattr(models[parent], name):
+                raise ValueError(f"{path!r} is not a relation of {models[parent].__name__}")  # noqa: TRY003
+            models[path] = related
+            steps.append((path, parent, name, related))
+        return tuple(steps)
 
+    @functools.cached_property
+    def _joined(self) -> tuple[tuple[type[Model], str], ...]:
+        return ((self._model, ""), *((model, f"{path}__") for path, _, _, model in self._steps))
 
-def joined_instances(models: Sequence[Joined], values: Sequence[Any]) -> list[Model | None]:
-    """One instance per model of ``models`` from a row of ``joined_columns``' values, as loaded from the database
-    (the caller links them, as ``select_related`` would); None for a model reached through a null foreign key (its
-    primary key came back null from the outer join)."""
-    loaded: list[Model | None] = []
-    at = 0
-    for model, _ in models:
-        fields = model._meta.concrete_fields
-        names = [f.attname for f in fields]
-        row = values[at : at + len(fields)]
-        at += len(fields)
-        if row[names.index(model._meta.pk.attname)] is None:
-            loaded.append(None)
-        else:
-            loaded.append(model.from_db(router.db_for_read(model), names, row))
-    return loaded
+    def columns(self) -> list[str]:
+        """The ``values_list`` columns of the row, in ``load``'s order."""
+        return [f"{prefix}{f.name}" for model, prefix in self._joined for f in model._meta.concrete_fields]
+
+    @functools.cached_property
+    def width(self) -> int:
+        """How many columns the row takes (a query may select more after them)."""
+        return len(self.columns())
+
+    def load(self, values: Sequence[Any]) -> dict[str, Model | None]:
+        """The instances of a row's first ``width`` values by path (``""``: the model itself), linked."""
+        loaded: dict[str, Model | None] = {}
+        at = 0
+        for (model, _), path in zip(self._joined, ("", *self._paths), strict=True):
+            fields = model._meta.concrete_fields
+            names = [f.attname for f in fields]
+            row = values[at : at + len(fields)]
+            at += len(fields)
+            if row[names.index(model._meta.pk.attname)] is None:
+                loaded[path] = None
+            else:
+                loaded[path] = model.from_db(router.db_for_read(model), names, row)
+        for path, parent, name, _ in self._steps:
+            owner = loaded[parent]
+            if owner is not None:
+                setattr(owner, name, loaded[path])
+        return loaded
+
+    def root(self, values: Sequence[Any]) -> Any:
+        """The model's own instance of the row, its relations loaded and linked."""
+        return self.load(values)[""]

@@ -32,7 +32,7 @@ VALUES = Compiled(
     Verification,
     _values,
     {
-        "verification_pk": Probe(uuid.UUID(int=1), uuid.UUID(int=2), PK),
+        "verification_pk": Probe.key_of(Verification),
         "since": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 1, 1, tzinfo=UTC), AT),
     },
 )
@@ -62,7 +62,7 @@ def test_an_update_counts_the_rows_it_changed(make_verification: Callable[..., A
         Verification,
         lambda verification_pk, when: Verification.objects.filter(pk=verification_pk, failed_at__isnull=True),
         {
-            "verification_pk": Probe(uuid.UUID(int=3), uuid.UUID(int=4), PK),
+            "verification_pk": Probe.key_of(Verification),
             "when": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 1, 1, tzinfo=UTC), AT),
         },
         update=lambda verification_pk, when: {"attempts": F("attempts") + 1, "started_at": when},
@@ -114,3 +114,28 @@ def test_contract_of_loads_what_select_related_loads(signing_key: Any) -> None:
         assert [getattr(got, f) for f in fields] == [getattr(want, f) for f in fields]
         assert got._state.adding is False and got._state.db == want._state.db
     assert contract_of(task, 2) is None
+
+
+def test_related_loads_and_links_as_select_related_or_none_through_a_null_relation(
+    make_verification: Callable[..., Any],
+) -> None:
+    from verification.compiled import Related
+
+    item = make_verification()  # no task, no rubric, no submitter
+    related = Related(Verification, ("task", "rubric", "submitted_by", "supersedes"))
+    values = Verification.objects.filter(pk=item.pk).values_list(*related.columns()).get()
+    loaded = related.load(values)
+    root = loaded[""]
+    assert isinstance(root, Verification) and root.pk == item.pk and root._state.adding is False
+    assert [loaded[p] for p in ("task", "rubric", "submitted_by", "supersedes")] == [None] * 4
+    assert root.task is None and root.supersedes is None  # linked as select_related links them
+    assert related.width == len(values)
+
+
+def test_related_paths_name_their_parent_first() -> None:
+    from verification.compiled import Related
+
+    with pytest.raises(ValueError, match="its parent 'evidence' must come first"):
+        Related(Verification, ("evidence__admitted_by",)).columns()
+    with pytest.raises(ValueError, match="is not a relation"):
+        Related(Verification, ("verdict",)).columns()

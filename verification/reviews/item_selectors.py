@@ -7,17 +7,15 @@ its lease and decisions. The page's view models are ``reviewportal.portal.presen
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, QuerySet, Subquery
 
-from verification.actors.models import Actor
-from verification.compiled import Compiled, Joined, Probe, joined_columns, joined_instances
+from verification.compiled import Compiled, Probe, Related
 from verification.errors import NotFound
 from verification.evidence.models import VerificationEvidence
 from verification.evidence.selectors import EvidenceRead, read_evidence
@@ -26,7 +24,7 @@ from verification.kernel.evidence import Freshness, freshness
 from verification.kernel.verifier import VerificationReport, verify_report
 from verification.reviews.models import ReviewDecision, ReviewLease
 from verification.reviews.selectors import _held, outcome_as_read, queue_member_q
-from verification.runs.models import ArrivedResult, Rubric, Task, Verification
+from verification.runs.models import ArrivedResult, Verification
 from verification.runs.selectors import rubric_criteria
 from verification.trust.models import Receipt, ReceiptKind
 from verification.trust.selectors import proof_for, receipt_payload, trusted_keys, untrusted_head
@@ -83,23 +81,15 @@ _AT_FIELD: Final = ReviewLease._meta.get_field("expires_at")
 _HEAD_COLUMNS: Final = ("content_hash", "seq", "key_id", "envelope", "created_at", "kind", "supersedes_receipt_id")
 
 
-@functools.cache
-def _subject_models() -> tuple[Joined, ...]:
-    """The item and what the page shows of it, as ``select_related`` would load them: its task, submitter and rubric,
-    its lease and the lease's holder."""
-    holder = ReviewLease._meta.get_field("holder").related_model
-    return (
-        (Verification, ""),
-        (Task, "task__"),
-        (Actor, "submitted_by__"),
-        (Rubric, "rubric__"),
-        (ReviewLease, "review_lease__"),
-        (holder, "review_lease__holder__"),
-    )
+#: The item and what the page shows of it, as ``select_related`` would load them: its task, submitter and rubric, its
+#: lease and the lease's holder.
+_SUBJECT_RELATED: Final = Related(
+    Verification, ("task", "submitted_by", "rubric", "review_lease", "review_lease__holder")
+)
 
 
 def _subject_query(*, verification_pk: Any, now: datetime) -> QuerySet[Any]:
-    """The review page's item as ONE row: the verification and its relations (``_subject_models``); whether it is in
+    """The review page's item as ONE row: the verification and its relations (``_SUBJECT_RELATED``); whether it is in
     the queue at ``now`` (``queue_member_q``, the queue's one definition); the newer verification that supersedes it
     (a re-run); its head receipt's columns (``_HEAD_COLUMNS``)."""
     newer = Verification.objects.filter(supersedes=OuterRef("pk")).order_by("created_at", "id").values("pk")[:1]
@@ -112,7 +102,7 @@ def _subject_query(*, verification_pk: Any, now: datetime) -> QuerySet[Any]:
             **{f"r_head_{name}": Subquery(head.values(name)[:1]) for name in _HEAD_COLUMNS},
         )
         .values_list(
-            *joined_columns(_subject_models()), "r_member", "r_newer", *(f"r_head_{name}" for name in _HEAD_COLUMNS)
+            *_SUBJECT_RELATED.columns(), "r_member", "r_newer", *(f"r_head_{name}" for name in _HEAD_COLUMNS)
         )
     )
 
@@ -124,8 +114,8 @@ _SUBJECT: Final = Compiled(
     Verification,
     _subject_query,
     {
-        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE51), uuid.UUID(int=0xC0FFEE52), Verification._meta.pk),
-        "now": Probe(datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC), _AT_FIELD),
+        "verification_pk": Probe.key_of(Verification),
+        "now": Probe.instant(_AT_FIELD),
     },
 )
 
@@ -144,13 +134,10 @@ def _subject(verification_id: Any, now: datetime) -> _Subject | None:
     rows = _SUBJECT.rows(verification_pk=pk, now=now) if pk is not None else []
     if not rows:
         return None
-    models = _subject_models()
-    width = len(joined_columns(models))
-    verification, task, submitted_by, rubric, lease, holder = joined_instances(models, rows[0][:width])
+    width = _SUBJECT_RELATED.width
+    loaded = _SUBJECT_RELATED.load(rows[0])
+    verification, lease = loaded[""], loaded["review_lease"]
     assert isinstance(verification, Verification)  # noqa: S101 - the row's own primary key is never null
-    verification.task, verification.submitted_by, verification.rubric = task, submitted_by, rubric  # type: ignore[assignment]
-    if isinstance(lease, ReviewLease):
-        lease.holder, lease.verification = holder, verification
     member, newer_pk, *head_values = rows[0][width:]
     head = None
     if head_values[0] is not None:  # a loaded receipt with these columns (the others deferred), in from_db's order

@@ -257,11 +257,7 @@ _REASON_COUNTS: Final = Compiled(
     QueueReasonCount,
     _reason_counts_query,
     {
-        "now": Probe(
-            datetime(2001, 1, 1, tzinfo=UTC),
-            datetime(2002, 2, 2, tzinfo=UTC),
-            Verification._meta.get_field("submitted_at"),
-        ),
+        "now": Probe.instant(Verification._meta.get_field("submitted_at")),
         "hour": Probe(1_000_061, 1_000_062),
     },
 )

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from verification import cursors
 from verification.actors.models import Actor
-from verification.compiled import Compiled, Probe, joined_columns, joined_instances
+from verification.compiled import Compiled, Probe, Related
 from verification.errors import ServiceError
 from verification.kernel.canonical import loads_strict
 from verification.kernel.contracts import Claim as KernelClaim
@@ -60,15 +60,15 @@ def kernel_claims(task: Task) -> tuple[KernelClaim, ...]:
     return tuple(KernelClaim(row.actor.name, row.cycle, row.claimed_at) for row in rows)
 
 
-#: The three models ``contract_of`` loads, each with the lookup prefix of its columns in the one query.
-_CONTRACT_MODELS: Final = ((ContractAcceptance, ""), (Rubric, "rubric__"), (Actor, "accepted_by__"))
+#: A contract acceptance with its rubric and acceptor, as ``select_related`` would load them, in one row.
+_CONTRACT_RELATED: Final = Related(ContractAcceptance, ("rubric", "accepted_by"))
 
 
 def _contract_query(task_pk: uuid.UUID, cycle: int) -> QuerySet[ContractAcceptance, tuple[object, ...]]:
     return (
         ContractAcceptance.objects.filter(task_id=task_pk, cycle=cycle)
         .order_by("accepted_at", "id")
-        .values_list(*joined_columns(_CONTRACT_MODELS))
+        .values_list(*_CONTRACT_RELATED.columns())
     )
 
 
@@ -78,22 +78,15 @@ _CONTRACT: Final = Compiled(
     ContractAcceptance,
     _contract_query,
     {
-        "task_pk": Probe(uuid.UUID(int=0xC0FFEE41), uuid.UUID(int=0xC0FFEE42), Task._meta.pk),
+        "task_pk": Probe.key_of(Task),
         "cycle": Probe(1_000_041, 1_000_042),
     },
 )
 
 
-def _contract_row(values: tuple[object, ...]) -> ContractAcceptance:
-    """A contract acceptance with its rubric and acceptor loaded, as ``select_related`` would give it."""
-    acceptance, rubric, actor = joined_instances(_CONTRACT_MODELS, values)
-    acceptance.rubric, acceptance.accepted_by = rubric, actor  # type: ignore[attr-defined]
-    return acceptance  # type: ignore[return-value]
-
-
 def contract_of(task: Task, cycle: int) -> ContractAcceptance | None:
     """The contract of the cycle: its latest acceptance by the kernel's rule (``contracts.current_contract``)."""
-    rows = [_contract_row(values) for values in _CONTRACT.rows(task_pk=task.pk, cycle=cycle)]
+    rows = [_CONTRACT_RELATED.root(values) for values in _CONTRACT.rows(task_pk=task.pk, cycle=cycle)]
     return contract_among(cycle, rows)
 
 

@@ -18,10 +18,9 @@ verification's row lock, so a double click or a replayed POST gets the first one
 from __future__ import annotations
 
 import secrets
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from django.db import transaction
@@ -29,7 +28,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe, joined_columns, joined_instances
+from verification.compiled import Compiled, Probe, Related
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -116,14 +115,14 @@ def _replayed(request_key: str, verification: Verification, user: Any, found: An
 
 
 #: The verification a decision locks, with its task (read in the same statement, not locked).
-_LOCKED_MODELS: Final = ((Verification, ""), (Task, "task__"))
+_LOCKED: Final = Related(Verification, ("task",))
 
 
 def _lock_query(*, verification_pk: Any) -> QuerySet[Any]:
     return (
         Verification.objects.select_for_update(of=("self",))
         .filter(pk=verification_pk)
-        .values_list(*joined_columns(_LOCKED_MODELS))
+        .values_list(*_LOCKED.columns())
     )
 
 
@@ -133,7 +132,7 @@ _LOCK: Final = Compiled(
     "decision-lock",
     Verification,
     _lock_query,
-    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE33), uuid.UUID(int=0xC0FFEE34), Verification._meta.pk)},
+    {"verification_pk": Probe.key_of(Verification)},
 )
 
 
@@ -142,14 +141,10 @@ def _lock(verification_pk: Any) -> Verification:
     rows = _LOCK.rows(verification_pk=verification_pk)
     if not rows:
         raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
-    locked, task = joined_instances(_LOCKED_MODELS, rows[0])
-    assert isinstance(locked, Verification)  # noqa: S101 - the row's own primary key is never null
-    locked.task = task  # type: ignore[assignment]
+    locked: Verification = _LOCKED.root(rows[0])
     return locked
 
 
-#: Two instants for compiling the queries that take ``now`` (``verification.compiled.Probe``).
-_PROBE_AT: Final = (datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC))
 #: The head receipt's columns the decision reads (its payload, kind and place in the chain), in this order.
 _HEAD_COLUMNS: Final = ("content_hash", "seq", "kind", "envelope")
 
@@ -193,9 +188,9 @@ _AFTER_LOCK: Final = Compiled(
     Verification,
     _after_lock_query,
     {
-        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE31), uuid.UUID(int=0xC0FFEE32), Verification._meta.pk),
+        "verification_pk": Probe.key_of(Verification),
         "user_pk": Probe(1_000_031, 1_000_032),
-        "now": Probe(*_PROBE_AT, ReviewLease._meta.get_field("expires_at")),
+        "now": Probe.instant(ReviewLease._meta.get_field("expires_at")),
         "request_key": Probe("probe-request-key-31", "probe-request-key-32"),
     },
 )

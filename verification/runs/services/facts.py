@@ -19,7 +19,7 @@ from verification.actors.services.actors import (
     kernel_actor,
     portal_service_actor,
 )
-from verification.compiled import Compiled, Probe, joined_columns, joined_instances
+from verification.compiled import Compiled, Probe, Related
 from verification.evidence import storage
 from verification.evidence.models import Baseline, ChangeManifest, Evidence, FrozenCase, VerificationEvidence
 from verification.evidence.services import tier_for
@@ -224,14 +224,14 @@ def _imported_check(criterion_id: str, body: Mapping[str, Any], by_symbol: Mappi
 
 
 #: A binding with its evidence and the evidence's admitting actor, as one row (``verification.compiled``).
-_BINDING_MODELS: Final = ((VerificationEvidence, ""), (Evidence, "evidence__"), (Actor, "evidence__admitted_by__"))
+_BINDING_RELATED: Final = Related(VerificationEvidence, ("evidence", "evidence__admitted_by"))
 
 
 def _bindings_query(verification_pk: uuid.UUID) -> Any:
     return (
         VerificationEvidence.objects.filter(verification_id=verification_pk)
         .order_by("symbol")
-        .values_list(*joined_columns(_BINDING_MODELS))
+        .values_list(*_BINDING_RELATED.columns())
     )
 
 
@@ -239,20 +239,14 @@ _BINDINGS: Final = Compiled(
     "run-bindings",
     VerificationEvidence,
     _bindings_query,
-    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE51), uuid.UUID(int=0xC0FFEE52), Verification._meta.pk)},
+    {"verification_pk": Probe.key_of(Verification)},
 )
 
 
 def _bindings(verification_pk: uuid.UUID) -> list[VerificationEvidence]:
     """The verification's bindings in symbol order, each with its evidence and that evidence's ``admitted_by``
     loaded (what ``select_related("evidence", "evidence__admitted_by")`` loads), by a query compiled once."""
-    out = []
-    for values in _BINDINGS.rows(verification_pk=verification_pk):
-        binding, evidence, admitted_by = joined_instances(_BINDING_MODELS, values)
-        evidence.admitted_by = admitted_by  # type: ignore[attr-defined]
-        binding.evidence = evidence  # type: ignore[attr-defined]
-        out.append(binding)
-    return out  # type: ignore[return-value]
+    return [_BINDING_RELATED.root(values) for values in _BINDINGS.rows(verification_pk=verification_pk)]
 
 
 def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str, Any] | None = None) -> Facts:

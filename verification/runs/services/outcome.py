@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
@@ -113,15 +113,13 @@ _HEAD_COLUMNS: Final = Compiled(
     Verification,
     _head_columns,
     {
-        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE31), uuid.UUID(int=0xC0FFEE32), _V.pk),
+        "verification_pk": Probe.key_of(Verification),
         "verdict": Probe("PROBE-1", "PROBE-2", _V.get_field("verdict")),
         "determination": Probe("probe-1", "probe-2", _V.get_field("determination")),
         "flagged": Probe(True, False, _V.get_field("flagged")),
         "flag_reason": Probe("probe-3", "probe-4", _V.get_field("flag_reason")),
         "reason": Probe("probe-5", "probe-6", _V.get_field("reason")),
-        "pending_until": Probe(
-            datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC), _V.get_field("pending_until")
-        ),
+        "pending_until": Probe.instant(_V.get_field("pending_until")),
         "awaiting_evidence": Probe(True, False, _V.get_field("awaiting_evidence")),
     },
     update=_head_values,

@@ -12,7 +12,7 @@ import functools
 import time
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from django.db import transaction
@@ -20,9 +20,8 @@ from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from verification import metrics
-from verification.actors.models import Actor
 from verification.actors.services.actors import portal_service_actor
-from verification.compiled import Compiled, Probe, joined_columns, joined_instances
+from verification.compiled import Compiled, Probe, Related
 from verification.errors import NotFound
 from verification.kernel.errors import InvariantError
 from verification.kernel.evaluation import (
@@ -31,7 +30,7 @@ from verification.kernel.evaluation import (
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Authority
 from verification.runs import run_signal
-from verification.runs.models import Rubric, Task, Verification
+from verification.runs.models import Verification
 from verification.runs.services import events
 from verification.runs.services.facts import claims_of, gate_annotations, load_facts
 from verification.runs.services.outcome import outcome_annotations, record_outcome, run_payload
@@ -63,7 +62,7 @@ _AFTER_LOCK: Final = Compiled(
     "after-lock",
     Verification,
     _after_lock_query,
-    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE21), uuid.UUID(int=0xC0FFEE22), Verification._meta.pk)},
+    {"verification_pk": Probe.key_of(Verification)},
 )
 
 
@@ -79,15 +78,14 @@ def _attempt_query(verification_pk: uuid.UUID, when: datetime) -> QuerySet[Verif
     )
 
 
-_PROBE_AT: Final = (datetime(2001, 1, 1, tzinfo=UTC), datetime(2002, 2, 2, tzinfo=UTC))
 #: Counting an attempt, compiled once.
 _COUNT_ATTEMPT: Final = Compiled(
     "count-attempt",
     Verification,
     _attempt_query,
     {
-        "verification_pk": Probe(uuid.UUID(int=0xC0FFEE23), uuid.UUID(int=0xC0FFEE24), Verification._meta.pk),
-        "when": Probe(*_PROBE_AT, Verification._meta.get_field("started_at")),
+        "verification_pk": Probe.key_of(Verification),
+        "when": Probe.instant(Verification._meta.get_field("started_at")),
     },
     update=lambda verification_pk, when: {"attempts": F("attempts") + 1, "started_at": when},
 )
@@ -105,20 +103,14 @@ def after_lock(verification_pk: uuid.UUID) -> dict[str, Any]:
 
 
 #: The verification the run locks, with what the run reads of it (``select_related``'s four relations).
-_LOCKED_MODELS: Final = (
-    (Verification, ""),
-    (Task, "task__"),
-    (Rubric, "rubric__"),
-    (Actor, "submitted_by__"),
-    (Verification, "supersedes__"),
-)
+_LOCKED: Final = Related(Verification, ("task", "rubric", "submitted_by", "supersedes"))
 
 
 def _lock_query(verification_pk: uuid.UUID) -> QuerySet[Verification, tuple[Any, ...]]:
     return (
         Verification.objects.select_for_update(of=("self",))
         .filter(pk=verification_pk)
-        .values_list(*joined_columns(_LOCKED_MODELS))
+        .values_list(*_LOCKED.columns())
     )
 
 
@@ -126,7 +118,7 @@ _LOCK: Final = Compiled(
     "run-lock",
     Verification,
     _lock_query,
-    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE25), uuid.UUID(int=0xC0FFEE26), Verification._meta.pk)},
+    {"verification_pk": Probe.key_of(Verification)},
 )
 
 
@@ -136,11 +128,8 @@ def _lock(verification_pk: uuid.UUID) -> Verification:
     rows = _LOCK.rows(verification_pk=verification_pk)
     if not rows:
         raise Verification.DoesNotExist(f"no verification {verification_pk}")
-    verification, task, rubric, submitted_by, supersedes = joined_instances(_LOCKED_MODELS, rows[0])
-    assert isinstance(verification, Verification)  # noqa: S101 - the row's own primary key is never null
-    verification.task, verification.rubric = task, rubric  # type: ignore[assignment]
-    verification.submitted_by, verification.supersedes = submitted_by, supersedes  # type: ignore[assignment]
-    return verification
+    locked: Verification = _LOCKED.root(rows[0])
+    return locked
 
 
 def run_locked(verification: Verification, *, now: datetime, state: Mapping[str, Any] | None = None) -> Receipt:

@@ -155,7 +155,7 @@ _CYCLE_AND_LATEST: Final = Compiled(
     "cycle-and-latest",
     Task,
     _cycle_and_latest_query,
-    {"task_pk": Probe(uuid.UUID(int=0xC0FFEE11), uuid.UUID(int=0xC0FFEE12), Task._meta.pk)},
+    {"task_pk": Probe.key_of(Task)},
 )
 
 
@@ -164,7 +164,7 @@ _NOT_AWAITING: Final = Compiled(
     "not-awaiting",
     Verification,
     lambda verification_pk: Verification.objects.filter(pk=verification_pk),
-    {"verification_pk": Probe(uuid.UUID(int=0xC0FFEE13), uuid.UUID(int=0xC0FFEE14), Verification._meta.pk)},
+    {"verification_pk": Probe.key_of(Verification)},
     update=lambda verification_pk: {"awaiting_evidence": False},
 )
 
