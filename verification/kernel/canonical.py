@@ -13,11 +13,12 @@ we never sign bytes that our own verifier would refuse.
 
 from __future__ import annotations
 
+import _json
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, NoReturn
 
 from verification.kernel.errors import StrictJSONError
 from verification.kernel.reasons import Reason
@@ -96,6 +97,26 @@ _DECODER: Final = json.JSONDecoder(
 )
 
 
+# The decoder's scanner (json's C scanner): one value at an index; ``decode`` wraps it for whitespace and errors.
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = _DECODER.scan_once  # type: ignore[attr-defined]
+_JSON_WHITESPACE: Final = re.compile("[ \t\n\r]*")  # json.decoder.WHITESPACE
+
+
+def _decode(text: str) -> Any:
+    """``_DECODER.decode(text)``, calling its scanner directly when the value starts at the first character.
+
+    ``decode`` also skips leading whitespace and words its errors; it is called for those cases, so the value, and
+    every refusal with its words, are the same.
+    """
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:  # leading whitespace, or no value: ``decode`` skips the one and words the other
+        return _DECODER.decode(text)
+    if end != len(text) and _JSON_WHITESPACE.fullmatch(text, end) is None:
+        return _DECODER.decode(text)  # extra data after the value: refused with decode's words
+    return value
+
+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -142,7 +163,7 @@ def loads_strict(data: bytes | str) -> Any:
     if text.startswith("\ufeff"):
         raise StrictJSONError(Reason.INVALID_JSON, "a byte order mark is not allowed")
     try:
-        value = _DECODER.decode(text)
+        value = _decode(text)
     except StrictJSONError:
         raise
     except json.JSONDecodeError as exc:
@@ -264,12 +285,84 @@ def _emit(value: Any, out: list[str]) -> None:
         raise StrictJSONError(Reason.UNSUPPORTED_JSON_VALUE, f"{type(value).__name__} has no JSON form")
 
 
+def _no_json_form(value: object) -> NoReturn:
+    raise TypeError(f"{type(value).__name__} has no JSON form")  # pragma: no cover - only admitted types get here
+
+
+# json's C encoder, set up to write RFC 8785 text for the values ``_fast_path_admits``: object members sorted by code
+# point (the keys admitted sort the same by UTF-16 code unit), no whitespace, and strings escaped as RFC 8785 §3.2.2.2
+# escapes them (the two-character escapes, every other control character as \u00xx in lowercase hex, nothing else;
+# ``encode_basestring`` is the C escaper of ``ensure_ascii=False``). Integers print as ``int.__repr__``, like
+# ``_number``. Without a circular check: the admitted values are no deeper than ``_FAST_MAX_DEPTH``, so acyclic.
+_C_CANONICAL: Final = _json.make_encoder(
+    None, _no_json_form, _json.encode_basestring, None, ":", ",", True, False, False
+)
+#: The fast path's nesting limit: deeper values (and cycles, which are infinitely deep) take the exact path, which
+#: also decides when a value is too deep to write.
+_FAST_MAX_DEPTH: Final = 64
+_STR_ONLY: Final = frozenset({str})
+
+
+def _fast_path_admits(value: object) -> bool:
+    """True when ``_C_CANONICAL`` provably writes RFC 8785 text for ``value``, the text ``_emit`` writes.
+
+    Admitted: exact ``dict`` (every key an exact ``str`` below U+D800, where code point order is UTF-16 order),
+    exact ``list`` and ``tuple``, exact ``str``, exact ``int`` within ±(2^53−1), ``bool`` and ``None``, nested at most
+    ``_FAST_MAX_DEPTH`` deep. Not admitted, so written or refused by ``_emit``: floats (ES6 number layout), subclasses
+    and other mappings (their own methods decide what ``_emit`` reads), every value ``_emit`` refuses. A lone
+    surrogate in a string value is admitted here and looked for in the text (one scan, usually just ``isascii``).
+    """
+    keys: list[Any] = []
+    pending: list[tuple[Iterable[Any], int]] = [((value,), 0)]
+    while pending:
+        items, depth = pending.pop()
+        for item in items:
+            kind = type(item)
+            if kind is str or kind is bool or item is None:
+                continue
+            if kind is int:
+                if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                    continue
+                return False
+            if depth == _FAST_MAX_DEPTH:
+                return False
+            if kind is dict:
+                keys.extend(item)
+                pending.append((item.values(), depth + 1))
+            elif kind is list or kind is tuple:
+                pending.append((item, depth + 1))
+            else:
+                return False
+    if not keys:
+        return True
+    if not _STR_ONLY.issuperset(map(type, keys)):
+        return False
+    joined = "".join(keys)
+    return joined.isascii() or max(joined) < "\ud800"
+
+
 def canonical_text(value: Any) -> str:
     """The RFC 8785 canonical JSON text of ``value`` (dict/Mapping, list/tuple, str, int, float, bool, None).
 
     Refused with ``StrictJSONError``: values with no JSON form or non-string keys (``unsupported-json-value``),
     lone surrogates, NaN/infinities, integers outside ±(2^53−1) — the codes ``loads_strict`` uses.
+
+    Most values (no floats, plain containers, keys below U+D800) are written by json's C encoder, ``_fast_path_admits``
+    says when that gives the same text; the rest, and every refusal, by ``_emit``.
     """
+    if _fast_path_admits(value):
+        try:
+            text: str = "".join(_C_CANONICAL(value, 0))
+        except RecursionError:  # pragma: no cover - only when the caller's own stack is nearly exhausted
+            pass
+        else:
+            if text.isascii() or _SURROGATE.search(text) is None:
+                return text
+    return _exact_text(value)
+
+
+def _exact_text(value: Any) -> str:
+    """``canonical_text`` written by ``_emit``, for every value: the definition the fast path must agree with."""
     out: list[str] = []
     try:
         _emit(value, out)
