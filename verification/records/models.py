@@ -10,14 +10,19 @@ class QueueBacklogMember(models.Model):
     """One span of a verification's time line in which it reads as a queue member (``rollups``: the head columns
     until its first PENDING deadline, then each stored read phase), with its reason as read.
 
-    ``due_hour``: the hour the span starts in (-1: from the beginning); ``until_hour``: the hour it ends in
-    (``rollups.FOREVER``: never)."""
+    The span is [``due_at``, ``until_at``) exactly (``due_at`` NULL: from the beginning; ``until_at`` NULL: for ever):
+    the verification is a member at ``now`` by this row iff ``due_at <= now < until_at``. ``due_hour``: the hour
+    ``due_at`` falls in (-1: from the beginning); ``until_hour``: the hour ``until_at`` falls in (``rollups.FOREVER``:
+    never). The counts group the rows by their hours; the instants serve the rows with an edge inside the current hour
+    (``review_selectors.count_queue_reasons``)."""
 
     verification_id = models.UUIDField(db_index=True)
     submitted_hour = models.BigIntegerField()
     due_hour = models.BigIntegerField(db_index=True)
     until_hour = models.BigIntegerField(db_index=True)
     reason = models.CharField(max_length=64, default="")
+    due_at = models.DateTimeField(null=True)
+    until_at = models.DateTimeField(null=True)
 
 
 class QueueBacklogCount(models.Model):

@@ -94,12 +94,13 @@ def ensure_installed(connection: BaseDatabaseWrapper) -> bool:
 
 
 def _schema_ready(connection: BaseDatabaseWrapper) -> bool:
-    """The tables this version's SQL reads and writes exist, in this version's shape (the members' spans, 0015)."""
+    """The tables this version's SQL reads and writes exist, in this version's shape (the members' spans, 0015, with
+    their exact instants, 0017)."""
     if not {*ROLLUP_TABLES, READ_PHASE} <= set(connection.introspection.table_names()):
         return False
     with connection.cursor() as cursor:
         columns = {c.name for c in connection.introspection.get_table_description(cursor, MEMBER)}
-    return "until_hour" in columns
+    return "until_at" in columns
 
 
 def install_if_ready(connection: BaseDatabaseWrapper) -> None:
@@ -111,8 +112,8 @@ def install_if_ready(connection: BaseDatabaseWrapper) -> None:
 
 def install_and_rebuild(apps: Any, schema_editor: Any) -> None:
     """The migration's forward step. Nothing while the rollup tables are not yet in this version's shape (migrations
-    0008 and 0014 run this module as it is now, before 0015 makes the members spans): the migration that completes
-    them runs it again, and the rebuild then counts every record written meanwhile."""
+    0008, 0014 and 0015 run this module as it is now, before 0017 gives the members' spans their instants): the
+    migration that completes them runs it again, and the rebuild then counts every record written meanwhile."""
     if not _schema_ready(schema_editor.connection):
         return
     with transaction.atomic(using=schema_editor.connection.alias):

@@ -102,7 +102,11 @@ def _queue_member_select(d: Dialect, where: str) -> str:
     compared to a clock: (1) the head columns until ``pending_until`` (for ever without one); (2) from it on, each
     stored phase, from its start (not before ``pending_until``) to its end; (3) from ``pending_until`` to the first
     phase that holds a later instant (for ever without one), the unrecorded-expiry rule: a PENDING head reads flagged,
-    ``pending-expired``, any other its columns."""
+    ``pending-expired``, any other its columns.
+
+    Each row is (verification, submission hour, start hour, end hour, reason as read, start, end): the span is
+    [start, end) exactly (a NULL start: from the beginning; a NULL end: for ever), the instants ``read_q`` compares
+    ``now`` with (``pending_until``, a phase's ``starts_at`` and ``ends_at``), and the hours are theirs."""
     base = (
         f"{where} AND v.verdict IS NOT NULL AND NOT v.human_decided "
         "AND (v.flagged OR v.pending_until IS NOT NULL) "
@@ -113,23 +117,26 @@ def _queue_member_select(d: Dialect, where: str) -> str:
     deadline = d.hour("v.pending_until")
     later = "(p.ends_at IS NULL OR p.ends_at > v.pending_until)"  # a phase that holds an instant past the deadline
     first = f"(SELECT MIN(p.starts_at) FROM {READ_PHASE} p WHERE p.verification_id = v.id AND {later})"
+    starts = f"{d.greatest}(p.starts_at, v.pending_until)"  # both NOT NULL here (SQLite: its MAX of the UTC text)
     return (
-        f"SELECT v.id, {submitted}, {SINCE_EVER}, COALESCE({deadline}, {FOREVER}), COALESCE(v.reason, '') "
+        f"SELECT v.id, {submitted}, {SINCE_EVER}, COALESCE({deadline}, {FOREVER}), COALESCE(v.reason, ''), "
+        "NULL, v.pending_until "
         f"FROM {VERIFICATION} v WHERE {base} AND v.flagged "
         "UNION ALL "
-        f"SELECT v.id, {submitted}, {d.greatest}({d.hour('p.starts_at')}, {deadline}), "
-        f"COALESCE({d.hour('p.ends_at')}, {FOREVER}), COALESCE(p.reason, '') "
+        f"SELECT v.id, {submitted}, {d.hour(starts)}, COALESCE({d.hour('p.ends_at')}, {FOREVER}), "
+        f"COALESCE(p.reason, ''), {starts}, p.ends_at "
         f"FROM {VERIFICATION} v JOIN {READ_PHASE} p ON p.verification_id = v.id "
         f"WHERE {base} AND v.pending_until IS NOT NULL AND p.flagged AND {later} "
         "UNION ALL "
         f"SELECT v.id, {submitted}, {deadline}, COALESCE({d.hour(first)}, {FOREVER}), "
-        f"CASE WHEN v.verdict = '{_PENDING}' THEN '{_EXPIRED}' ELSE COALESCE(v.reason, '') END "
+        f"CASE WHEN v.verdict = '{_PENDING}' THEN '{_EXPIRED}' ELSE COALESCE(v.reason, '') END, "
+        f"v.pending_until, {first} "
         f"FROM {VERIFICATION} v WHERE {base} AND v.pending_until IS NOT NULL "
         f"AND (v.verdict = '{_PENDING}' OR v.flagged) AND COALESCE({first} > v.pending_until, TRUE)"
     )
 
 
-_MEMBER_COLUMNS: Final = "verification_id, submitted_hour, due_hour, until_hour, reason"
+_MEMBER_COLUMNS: Final = "verification_id, submitted_hour, due_hour, until_hour, reason, due_at, until_at"
 _BACKLOG_KEY: Final = ("submitted_hour", "due_hour", "until_hour")
 _REASONS_KEY: Final = ("reason", "due_hour", "until_hour")
 

@@ -13,9 +13,11 @@ functions (``rollups_sql.Dialect``):
   flagged, ``read_state``) without the clock: what a head reads as changes only at its PENDING deadlines, so its
   time line is cut there into spans (the head columns before ``pending_until``, then each stored phase, or the
   unrecorded-expiry rule where none is stored) and each span in which it reads flagged is one member row, with its
-  reason as read and the hours it starts (``due_hour``, -1: from the beginning) and ends in (``until_hour``,
-  ``FOREVER``: never). A dashboard sums the spans that cover the whole current hour from the counts and counts the
-  queue items with a span edge inside the current hour itself, exactly (``review_selectors.edge_in_hour_q``).
+  reason as read, its exact start and end (``due_at``, ``until_at``; NULL: from the beginning, for ever) and the hours
+  they fall in (``due_hour``, -1: from the beginning; ``until_hour``, ``FOREVER``: never). The queue's counts sum the
+  spans that cover the whole current hour from the counts and count the member rows with an edge inside the current
+  hour whose instants hold ``now`` (``review_selectors.count_queue_reasons``); the backlog counts the queue items
+  with such an edge from the queue itself (``review_selectors.edge_in_hour_q``).
 - a verification inserted, or updated in ``created_at`` or ``automated_verdict``: its day's completed and abstained
   counts lose the old row's share and gain the new one's.
 - a review decision: its day, reviewer and action count +1; a PASS or FAIL (it has a receipt) adds its delay from

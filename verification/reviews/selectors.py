@@ -224,15 +224,28 @@ def spans_hour_q(hour: int) -> Q:
 
 
 def edge_in_hour_q(hour: int) -> Q:
-    """Verifications with a member span starting or ending inside ``hour``: their membership during it is read from
-    the queue itself (``queue_items``), never from the counts (where no span of theirs covers the whole hour)."""
-    edges = QueueBacklogMember.objects.filter(Q(due_hour=hour) | Q(until_hour=hour)).values("verification_id")
+    """Verifications with a member span starting or ending inside ``hour``: the backlog (``backlog_by_age``) reads
+    their membership during it from the queue itself, never from the counts (where no span of theirs covers the whole
+    hour)."""
+    edges = QueueBacklogMember.objects.filter(member_edge_q(hour)).values("verification_id")
     return Q(pk__in=edges)
+
+
+def member_edge_q(hour: int) -> Q:
+    """Member spans (``QueueBacklogMember``) that start or end inside ``hour``."""
+    return Q(due_hour=hour) | Q(until_hour=hour)
+
+
+def member_at_q(now: datetime) -> Q:
+    """Member spans whose exact instants hold ``now``: ``due_at <= now < until_at`` (NULL: from the beginning, for
+    ever), the comparisons ``read_state.read_q`` makes with the same instants (``pending_until``, a phase's
+    ``starts_at`` and ``ends_at``)."""
+    return (Q(due_at__isnull=True) | Q(due_at__lte=now)) & (Q(until_at__isnull=True) | Q(until_at__gt=now))
 
 
 def _reason_counts_query(*, now: datetime, hour: int) -> QuerySet[Any]:
     """``count_queue_reasons``' two sources as one ``UNION ALL`` of (reason, count) rows: the rollup's spans that cover
-    the whole of ``hour``, then the queue items at ``now`` with a span edge inside ``hour``, per reason as read."""
+    the whole of ``hour``, then the member spans with an edge inside ``hour`` that hold ``now``, per reason as read."""
     spans = (
         QueueReasonCount.objects.filter(spans_hour_q(hour))
         .values("reason")
@@ -240,24 +253,23 @@ def _reason_counts_query(*, now: datetime, hour: int) -> QuerySet[Any]:
         .values_list("reason", "total")
     )
     edges = (
-        queue_items(now=now)
-        .filter(edge_in_hour_q(hour))
+        QueueBacklogMember.objects.filter(member_edge_q(hour) & member_at_q(now))
         .order_by()
-        .values("queue_reason")
+        .values("reason")
         .annotate(n=Count("pk"))
-        .values_list("queue_reason", "n")
+        .values_list("reason", "n")
     )
     return spans.union(edges, all=True)
 
 
-#: ``_reason_counts_query`` compiled once (``verification.compiled``): building the queue's membership condition
-#: through the ORM cost more than running the statement, on every queue page and review page.
+#: ``_reason_counts_query`` compiled once (``verification.compiled``): building it through the ORM on every queue
+#: page and review page cost more than running it.
 _REASON_COUNTS: Final = Compiled(
     "queue-reason-counts",
     QueueReasonCount,
     _reason_counts_query,
     {
-        "now": Probe.instant(Verification._meta.get_field("submitted_at")),
+        "now": Probe.instant(QueueBacklogMember._meta.get_field("due_at")),
         "hour": Probe(1_000_061, 1_000_062),
     },
 )
@@ -267,10 +279,12 @@ def count_queue_reasons(*, now: datetime) -> list[tuple[str, int]]:
     """How many queue items there are per reason as read at ``now`` (``queue_items``' ``queue_reason``), most first.
 
     From the rollup the database keeps (``rollups``: each span of a verification's time line in which it reads as a
-    member, counted per reason as read and the hours the span starts and ends in), whose size follows the reasons and
-    the hours, not the items: the spans that cover the whole current hour count from the rollup; the verifications
-    with a span edge inside the current hour (a PENDING deadline falling in it) are counted from the queue itself,
-    exactly. A verification is in one of the two, never both. One statement whatever the queue's length
+    member, with its reason as read, its exact start and end and the hours they fall in), never from the queue: the
+    spans that cover the whole current hour are summed from their counts (``QueueReasonCount``, whose size follows
+    the reasons and the hours, not the items); the spans with an edge inside the current hour (a PENDING deadline
+    falling in it) are counted from the members themselves (``QueueBacklogMember``: those whose [``due_at``,
+    ``until_at``) holds ``now``), a few rows read through their hour indexes. A verification's spans do not overlap,
+    so each member row, and each queue item, is counted at most once. One statement whatever the queue's length
     (``_reason_counts_query``).
     """
     totals: Counter[str] = Counter()
@@ -281,7 +295,7 @@ def count_queue_reasons(*, now: datetime) -> list[tuple[str, int]]:
 
 def queue_counts(*, now: datetime, cached: bool = True) -> list[tuple[str, int]]:
     """How many queue items there are per reason (as read), most first (``count_queue_reasons``: from the rollup,
-    two queries whatever the queue's length).
+    one query whatever the queue's length).
 
     The result may be kept for ``REVIEWPORTAL_QUEUE_COUNTS_SECONDS`` (0 turns it off): a summary a few seconds old,
     while the list itself is always read now. A decision drops the cached counts (``forget_queue_counts``).
