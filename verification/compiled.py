@@ -49,6 +49,8 @@ class _Text:
     params: tuple[Any, ...]
     positions: Mapping[str, tuple[int, ...]]
     outputs: tuple[Any, ...]
+    #: (column, output field, its database converters), for the columns that have any (found once, not per call)
+    converters: tuple[tuple[int, Any, tuple[Any, ...]], ...] = ()
 
 
 class Compiled:
@@ -106,7 +108,12 @@ class Compiled:
                 raise AssertionError(f"{self.name}: the argument {name!r} is not a plain parameter")  # noqa: TRY003
             positions[name] = at
         outputs = () if self._update is not None else tuple(expr.output_field for expr, _, _ in compiler.select)
-        found = self._texts[key] = _Text(sql, tuple(base), positions, outputs)
+        converters = []
+        for i, output in enumerate(outputs):
+            functions = conn.ops.get_db_converters(Value(None, output)) + output.get_db_converters(conn)
+            if functions:
+                converters.append((i, output, tuple(functions)))
+        found = self._texts[key] = _Text(sql, tuple(base), positions, outputs, tuple(converters))
         return found
 
     def _params(self, text: _Text, arguments: Mapping[str, Any]) -> list[Any]:
@@ -121,18 +128,23 @@ class Compiled:
 
     def rows(self, **arguments: Any) -> list[tuple[Any, ...]]:
         """The query's rows for ``arguments``, in Python's types."""
+        sql, params = self.statement(**arguments)
+        with connections[self._alias].cursor() as cursor:
+            cursor.execute(sql, params)
+            return self.converted(cursor.fetchall())
+
+    def statement(self, **arguments: Any) -> tuple[str, list[Any]]:
+        """The SQL text and its parameters for ``arguments`` (to send past Django's cursor; ``converted`` reads its
+        rows)."""
         text = self._text()
-        conn = connections[self._alias]
-        with conn.cursor() as cursor:
-            cursor.execute(text.sql, self._params(text, arguments))
-            rows = cursor.fetchall()
-        converters = []
-        for i, output in enumerate(text.outputs):
-            found = conn.ops.get_db_converters(Value(None, output)) + output.get_db_converters(conn)
-            if found:
-                converters.append((i, output, found))
+        return text.sql, self._params(text, arguments)
+
+    def converted(self, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """The rows of ``statement``'s SQL in Python's types."""
+        converters = self._text().converters
         if not converters:
             return [tuple(row) for row in rows]
+        conn = connections[self._alias]
         out = []
         for row in rows:
             values = list(row)
@@ -189,25 +201,118 @@ class Related:
         """How many columns the row takes (a query may select more after them)."""
         return len(self.columns())
 
+    @functools.cached_property
+    def _shapes(self) -> tuple[tuple[str, type[Model], tuple[str, ...], int], ...]:
+        """Per joined model: its path, its concrete fields' attnames (the row's order) and its primary key's place."""
+        shapes = []
+        for (model, _), path in zip(self._joined, ("", *self._paths), strict=True):
+            names = tuple(f.attname for f in model._meta.concrete_fields)
+            shapes.append((path, model, names, names.index(model._meta.pk.attname)))
+        return tuple(shapes)
+
+    @functools.cached_property
+    def _setters(self) -> tuple[tuple[str, str, Callable[..., None], Callable[..., None] | None], ...]:
+        """Per path: (path, parent path, the setter that caches the child on its parent, the one that caches the
+        parent on the child or None): what ``select_related``'s populator calls, so a loaded relation reads as one
+        ``select_related`` loaded (a forward one-to-one and a reverse one cache both ways; a foreign key one way)."""
+        models = {"": self._model, **{path: model for path, _, _, model in self._steps}}
+        setters = []
+        for path, parent, name, _ in self._steps:
+            field = models[parent]._meta.get_field(name)
+            if field.concrete:  # forward: a foreign key or one-to-one on the parent
+                remote = field.remote_field.set_cached_value if field.unique else None
+                setters.append((path, parent, field.set_cached_value, remote))
+            else:  # reverse one-to-one: the child holds the field
+                setters.append((path, parent, field.field.remote_field.set_cached_value, field.field.set_cached_value))
+        return tuple(setters)
+
     def load(self, values: Sequence[Any]) -> dict[str, Model | None]:
         """The instances of a row's first ``width`` values by path (``""``: the model itself), linked."""
         loaded: dict[str, Model | None] = {}
         at = 0
-        for (model, _), path in zip(self._joined, ("", *self._paths), strict=True):
-            fields = model._meta.concrete_fields
-            names = [f.attname for f in fields]
-            row = values[at : at + len(fields)]
-            at += len(fields)
-            if row[names.index(model._meta.pk.attname)] is None:
-                loaded[path] = None
-            else:
-                loaded[path] = model.from_db(router.db_for_read(model), names, row)
-        for path, parent, name, _ in self._steps:
-            owner = loaded[parent]
+        db = router.db_for_read(self._model)
+        for path, model, names, pk_at in self._shapes:
+            row = values[at : at + len(names)]
+            at += len(names)
+            loaded[path] = None if row[pk_at] is None else model.from_db(db, names, row)
+        for path, parent, local, remote in self._setters:
+            owner, child = loaded[parent], loaded[path]
             if owner is not None:
-                setattr(owner, name, loaded[path])
+                local(owner, child)
+                if child is not None and remote is not None:
+                    remote(child, owner)
         return loaded
 
     def root(self, values: Sequence[Any]) -> Any:
         """The model's own instance of the row, its relations loaded and linked."""
         return self.load(values)[""]
+
+
+class Insert:
+    """New rows of ``model`` in one ``INSERT`` whose SQL text is built once per database and row count (issue 15),
+    instead of the ORM's per-call query building (``create``/``bulk_create`` built a statement costing more than the
+    database's work on the submission path).
+
+    Each value is prepared by its own model field exactly as ``Model.save`` prepares it (``pre_save`` with
+    ``add=True``: defaults, ``auto_now_add``; then ``get_db_prep_save``); an auto-increment key comes back through
+    ``RETURNING`` (PostgreSQL; SQLite since 3.35, as ``bulk_create`` reads it); the instances come back saved. New rows
+    only, never an update; a value that is an SQL expression is refused (its SQL would differ per call). No signals
+    are sent (as ``bulk_create``): the models inserted this way have no receivers."""
+
+    def __init__(self, model: type[Model]) -> None:
+        self._model = model
+        self._texts: dict[tuple[str, str, int], str] = {}
+
+    @functools.cached_property
+    def _fields(self) -> tuple[tuple[Field[Any, Any], ...], Field[Any, Any] | None]:
+        auto = self._model._meta.auto_field
+        return tuple(f for f in self._model._meta.concrete_fields if f is not auto), auto
+
+    def _sql(self, alias: str, rows: int) -> str:
+        conn = connections[alias]
+        key = (alias, conn.vendor, rows)
+        found = self._texts.get(key)
+        if found is None:
+            fields, auto = self._fields
+            quote = conn.ops.quote_name
+            columns = ", ".join(quote(f.column) for f in fields)
+            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+            table = quote(self._model._meta.db_table)
+            found = f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)  # noqa: S608 - the model's names
+            if auto is not None:
+                found += f" RETURNING {quote(auto.column)}"
+            self._texts[key] = found
+        return found
+
+    def __call__(self, objs: Sequence[Model]) -> list[Model]:
+        """Insert ``objs`` (unsaved instances of the model); they come back saved, their auto keys set."""
+        objs = list(objs)
+        if not objs:
+            return objs
+        alias = router.db_for_write(self._model)
+        conn = connections[alias]
+        fields, auto = self._fields
+        for obj in objs:
+            if type(obj) is not self._model or not obj._state.adding:
+                raise ValueError(f"Insert({self._model.__name__}) takes new {self._model.__name__} instances")
+        batch = max(1, conn.ops.bulk_batch_size(list(fields), objs))
+        for start in range(0, len(objs), batch):
+            chunk = objs[start : start + batch]
+            params: list[Any] = []
+            for obj in chunk:
+                for field in fields:
+                    value = field.pre_save(obj, add=True)
+                    if hasattr(value, "resolve_expression"):
+                        raise TypeError(f"{self._model.__name__}.{field.name}: an SQL expression is not a value")
+                    params.append(field.get_db_prep_save(value, conn))
+            with conn.cursor() as cursor:
+                cursor.execute(self._sql(alias, len(chunk)), params)
+                keys = cursor.fetchall() if auto is not None else ()
+            if auto is not None:
+                if len(keys) != len(chunk):  # pragma: no cover - RETURNING answers one row per row inserted
+                    raise AssertionError(f"{self._model.__name__}: {len(keys)} keys for {len(chunk)} rows")
+                for obj, (key,) in zip(chunk, keys, strict=True):
+                    setattr(obj, auto.attname, key)
+        for obj in objs:
+            obj._state.adding, obj._state.db = False, alias
+        return objs

@@ -13,7 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from verification.compiled import Compiled, Probe
-from verification.runs.models import Verification
+from verification.runs.models import Task, Verification
 
 pytestmark = pytest.mark.django_db
 
@@ -100,8 +100,17 @@ def test_contract_of_loads_what_select_related_loads(signing_key: Any) -> None:
     from verification.runs.services.tasks import contract_accept, task_create
 
     owner = actor_create(name="compiled-owner", kind="contract_owner")
-    document = {"name": "compiled", "criteria": [{"id": "d", "kind": "digest", "observable": "evidence.content-digest",
-                                                  "expression": f'(= notes "{sha256_digest(b"x")}")'}]}
+    document = {
+        "name": "compiled",
+        "criteria": [
+            {
+                "id": "d",
+                "kind": "digest",
+                "observable": "evidence.content-digest",
+                "expression": f'(= notes "{sha256_digest(b"x")}")',
+            }
+        ],
+    }
     rubric = rubric_register(actor=owner, document=document)
     task = task_create(actor=owner, title="compiled")
     assert contract_of(task, 1) is None
@@ -139,3 +148,73 @@ def test_related_paths_name_their_parent_first() -> None:
         Related(Verification, ("evidence__admitted_by",)).columns()
     with pytest.raises(ValueError, match="is not a relation"):
         Related(Verification, ("verdict",)).columns()
+
+
+# --- Insert ---------------------------------------------------------------------------------------------------------
+
+
+def _stored(model: Any, pk: Any) -> dict[str, Any]:
+    row = model.objects.filter(pk=pk).values().get()
+    row.pop(model._meta.pk.attname)
+    return row
+
+
+def test_insert_writes_the_row_create_writes() -> None:
+    from verification.compiled import Insert
+
+    now = timezone.now()
+    fields = {
+        "rubric_hash": "a" * 64,
+        "submission_hash": "b" * 64,
+        "submitted_at": now,
+        "created_at": now,
+        "cycle": 3,
+        "body": {"evidence": [{"symbol": "s", "content_base64": "sha256:" + "c" * 64}], "n": 1},
+    }
+    made = Verification.objects.create(**fields)
+    (inserted,) = Insert(Verification)([Verification(**fields)])
+    assert inserted.pk != made.pk and inserted._state.adding is False and inserted._state.db == "default"
+    assert _stored(Verification, inserted.pk) == _stored(Verification, made.pk)  # defaults, JSON, instants alike
+    (defaulted,) = Insert(Verification)([Verification(rubric_hash="a" * 64, submission_hash="b" * 64)])
+    assert Verification.objects.get(pk=defaulted.pk).created_at is not None  # its default, as save() fills it
+
+
+def test_insert_reads_back_auto_keys_across_batches(make_verification: Callable[..., Any]) -> None:
+    """More rows than one statement may carry (SQLite's parameter limit): several INSERTs, every key read back."""
+    from django.db import connection
+
+    from verification.compiled import Insert
+    from verification.evidence.models import VerificationEvidence
+
+    verification = make_verification()
+    from verification.actors.services.actors import actor_create, token_issue
+    from verification.evidence.services import evidence_admit
+
+    agent = actor_create(name="insert-agent", kind="agent")
+    token, _ = token_issue(actor=agent, boundary="insert-test", scopes=["verifications:write"])
+    evidence = evidence_admit(actor=agent, token=token, content=b"bound 300 times")
+    rows = [
+        VerificationEvidence(verification=verification, symbol=f"s{n}", evidence=evidence, as_manifest=n == 0)
+        for n in range(300)
+    ]
+    fields = [f for f in VerificationEvidence._meta.concrete_fields if not f.primary_key]
+    batch = connection.ops.bulk_batch_size(fields, rows)
+    Insert(VerificationEvidence)(rows)
+    stored = dict(VerificationEvidence.objects.filter(verification=verification).values_list("symbol", "id"))
+    assert {row.symbol: row.pk for row in rows} == stored and len(stored) == 300
+    assert VerificationEvidence.objects.get(pk=rows[0].pk).as_manifest is True
+    if connection.vendor == "sqlite":
+        assert batch < 300  # the batches were exercised
+
+
+def test_insert_takes_only_new_instances_of_its_model_and_plain_values(make_verification: Callable[..., Any]) -> None:
+    from verification.compiled import Insert
+
+    insert = Insert(Verification)
+    with pytest.raises(ValueError, match="new Verification instances"):
+        insert([make_verification()])  # a stored row is never inserted again
+    with pytest.raises(ValueError, match="new Verification instances"):
+        insert([Verification(), Task()])
+    with pytest.raises(TypeError, match="an SQL expression is not a value"):
+        insert([Verification(rubric_hash="a" * 64, submission_hash="b" * 64, cycle=F("cycle") + 1)])
+    assert insert([]) == []

@@ -26,6 +26,7 @@ from verification.api.serializers.base import (
     StrictSerializer,
     StrictUUIDField,
     SymbolField,
+    validated_data_of,
 )
 from verification.errors import ServiceError
 from verification.kernel import limits
@@ -266,18 +267,19 @@ def submission_from_body(body: Any, *, more_evidence: bool = False) -> Submissio
     installs for ``verification.runs.submissions.submission_of``; a refusal is a ``ServiceError`` with the code and
     status the API answers."""
     if more_evidence:
-        serializer: StrictSerializer = MoreEvidenceRequestSerializer(data=body)
+        serializer_class: type[StrictSerializer] = MoreEvidenceRequestSerializer
+        data = body
     else:
+        serializer_class = VerificationRequestSerializer
         data = {"task": _IN_PROCESS_TASK, **body} if isinstance(body, Mapping) else body
-        serializer = VerificationRequestSerializer(data=data)
     try:
-        serializer.is_valid(raise_exception=True)
+        validated = validated_data_of(serializer_class, data)
     except ValidationError as exc:
         reason, detail, details = validation_error(exc.detail)
         raise ServiceError(reason, detail, status=status_for(reason), details=details) from None
     except ApiError as exc:
         raise ServiceError(exc.reason, exc.text, status=exc.status_code, details=exc.extra) from None
-    return submission_from_validated(body, serializer.validated_data)
+    return submission_from_validated(body, validated)
 
 
 class ResultRequestSerializer(StrictSerializer):

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from verification.api.authentication import ApiCredentials
 from verification.api.errors import NO_STORE, ApiError
 from verification.api.permissions import credentials
-from verification.api.serializers.base import ErrorResponseSerializer
+from verification.api.serializers.base import ErrorResponseSerializer, validated_data_of
 from verification.evidence import selectors as evidence_selectors
 from verification.evidence.models import Evidence
 from verification.kernel.reasons import Reason
@@ -88,9 +88,7 @@ def write_of(request: Request, serializer_class: type[serializers.Serializer]) -
     path or the body names are looked up after that (404), by the view."""
     creds = credentials(request)
     raw = request.data
-    serializer = serializer_class(data=raw)
-    serializer.is_valid(raise_exception=True)
-    return Write(creds=creds, raw=raw, data=dict(serializer.validated_data))
+    return Write(creds=creds, raw=raw, data=validated_data_of(serializer_class, raw))
 
 
 def task_or_404(task_id: str, *, field: str = "task") -> Task:

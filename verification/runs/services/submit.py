@@ -53,7 +53,7 @@ from django.utils import timezone
 from verification import metrics
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
-from verification.compiled import Compiled, Probe
+from verification.compiled import Compiled, Insert, Probe
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.evidence.services import evidence_admit_many
@@ -169,6 +169,13 @@ _NOT_AWAITING: Final = Compiled(
 )
 
 
+#: A submission's verification row, its bindings and the results it carries: INSERTs built once
+#: (``compiled.Insert``), not per call.
+_INSERT_VERIFICATION: Final = Insert(Verification)
+_INSERT_BINDINGS: Final = Insert(VerificationEvidence)
+_INSERT_RESULTS: Final = Insert(ArrivedResult)
+
+
 def _cycle_and_latest(task: Task) -> tuple[int, Verification | None]:
     """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query; the latest
     comes back as a reference by primary key (a new submission supersedes it: only its id is written)."""
@@ -243,35 +250,43 @@ def _create(
         evidence = by_id[binding.evidence_id] if binding.evidence_id is not None else next(admitted)
         bound = [b for b in bound if b[0] != binding.symbol]
         bound.append((binding.symbol, evidence, binding.as_manifest))
-    verification = Verification.objects.create(
-        rubric_hash=rubric.rubric_hash if rubric is not None else NO_CONTRACT_HASH,
-        submission_hash=submission.submission_hash,
-        task=task,
-        cycle=cycle,
-        rubric=rubric,
-        submitted_by=actor,
-        submitted_boundary=boundary,
-        body=submission.stored_body,
-        idempotency_key=idempotency_key,
-        submitted_at=now,
-        created_at=now,
-        supersedes=supersedes,
-        evidence_key=_evidence_key([e.digest for _, e, _ in bound]),
+    (verification,) = _INSERT_VERIFICATION(
+        [
+            Verification(
+                rubric_hash=rubric.rubric_hash if rubric is not None else NO_CONTRACT_HASH,
+                submission_hash=submission.submission_hash,
+                task=task,
+                cycle=cycle,
+                rubric=rubric,
+                submitted_by=actor,
+                submitted_boundary=boundary,
+                body=submission.stored_body,
+                idempotency_key=idempotency_key,
+                submitted_at=now,
+                created_at=now,
+                supersedes=supersedes,
+                evidence_key=_evidence_key([e.digest for _, e, _ in bound]),
+            )
+        ]
     )
-    VerificationEvidence.objects.bulk_create(
-        VerificationEvidence(verification=verification, symbol=symbol, evidence=evidence, as_manifest=manifest)
-        for symbol, evidence, manifest in bound
+    _INSERT_BINDINGS(
+        [
+            VerificationEvidence(verification=verification, symbol=symbol, evidence=evidence, as_manifest=manifest)
+            for symbol, evidence, manifest in bound
+        ]
     )
-    ArrivedResult.objects.bulk_create(
-        ArrivedResult(
-            verification=verification,
-            criterion_id=cid,
-            actor=actor,
-            boundary=boundary,
-            body=dict(body),
-            received_at=now,
-        )
-        for cid, body in (*submission.judgments, *submission.results)
+    _INSERT_RESULTS(
+        [
+            ArrivedResult(
+                verification=verification,
+                criterion_id=cid,
+                actor=actor,
+                boundary=boundary,
+                body=dict(body),
+                received_at=now,
+            )
+            for cid, body in (*submission.judgments, *submission.results)
+        ]
     )
     if supersedes is not None:
         _NOT_AWAITING.run(verification_pk=supersedes.pk)
