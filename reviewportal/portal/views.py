@@ -33,6 +33,7 @@ from verification.kernel.reasons import Reason, explain
 from verification.reviews import selectors as review_selectors
 from verification.reviews.models import ReviewAction
 from verification.reviews.services import claims, decisions
+from verification.runs.models import Verification
 
 logger = logging.getLogger(__name__)
 csp_logger = logging.getLogger("reviewportal.csp")
@@ -289,8 +290,9 @@ def renew(request: HttpRequest, verification_id: str) -> JsonResponse:
 @require_POST
 @reviewer_required
 def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
-    """PASS, FAIL or "needs more evidence", with a rationale (and, for a PASS, the evidence relied on)."""
-    verification = verification_or_404(verification_id)
+    """PASS, FAIL or "needs more evidence", with a rationale (and, for a PASS, the evidence relied on). The decision
+    reads and locks the verification itself (``not-found``: 404), so the view reads nothing first (issue 15)."""
+    verification = Verification(pk=verification_id)
     form = {
         "verdict": request.POST.get("verdict", ""),
         "rationale": request.POST.get("rationale", ""),
@@ -309,6 +311,8 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
     except KernelError as exc:
         if exc.reason is Reason.PERMISSION_DENIED:
             raise PermissionDenied(exc.detail) from None
+        if exc.reason is Reason.NOT_FOUND or not Verification.objects.filter(pk=verification.pk).exists():
+            raise Http404("no such verification") from None  # a form refused before the lock: is there an item?
         # Post/Redirect/Get (issue 14): the refused form is kept in the session and the review page (a GET URL)
         # shows it with the refusal, so reload and back never resubmit or meet a 405. The same request key may try
         # again (it was not used), unless the key itself was the problem.

@@ -5,7 +5,9 @@ items bound to the item and of receipts in its chain, on SQLite and on PostgreSQ
 Counted with Django's ``CaptureQueriesContext`` over the whole request (session, user and permissions included),
 leaving out the transaction's open and close (inside the test's transaction: SAVEPOINT and RELEASE SAVEPOINT), as
 tests/verification/test_query_counts.py does. The bounds are what the requests do now (before issue 15's work on
-them, in the same test: review page 22; decision POST 28 on SQLite, 27 on PostgreSQL; the page it redirects to 24).
+them, in the same test: review page 22; decision POST 28 on SQLite, 27 on PostgreSQL; the page it redirects to 24;
+then 12, 19/18 and 12 before the session's save per request, the second permission read and the view's read of the
+decided item went).
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ from verification.trust.models import Receipt
 
 pytestmark = pytest.mark.django_db
 
-#: The review page of a held item: the session, the user and its two permission reads; the item with its task,
-#: submitter, rubric, lease, head and queue facts (membership, a re-run) in one statement; the bindings; the arrived
-#: results; the chain; the decisions; the rails (one statement); the queue's counts (one); the session's save (every
-#: request: SESSION_SAVE_EVERY_REQUEST, the idle timeout).
-REVIEW_PAGE_BOUND = 12
+#: The review page of a held item: the session and the user; their permissions (one read: ``PermissionsInOneRead``);
+#: the item with its task, submitter, rubric, lease, head and queue facts (membership, a re-run) in one statement; the
+#: bindings; the arrived results; the chain; the decisions; the rails (one statement); the queue's counts (one). No
+#: save of the session: it is written when changed or when its idle-expiry would move by more than a minute
+#: (reviewportal/sessions.py), no longer on every request.
+REVIEW_PAGE_BOUND = 10
 #: The decision POST (FAIL), which also claims and opens the next item (``claims``' statements, not counted apart):
-#: the session, the user and its permissions; the item; the lock; the read after it (replay, lease, head, membership,
-#: key); the rails; the receipt; the head columns; the record and its security-log entry; the lease's end; the event
-#: (with the feed's lock); the next claim (``claims``: on SQLite statement by statement); the session's save.
-DECIDE_BOUND = {"sqlite": 19, "postgresql": 18}
+#: the session, the user and its permissions; the lock and the read after it (replay, lease, head, membership, key:
+#: pipelined in one round trip on PostgreSQL; the view reads nothing before them); the rails; the receipt; the head
+#: columns; the record and its security-log entry; the lease's end; the event (with the feed's lock); the next claim
+#: (``claims``: on SQLite statement by statement); the session's save (the review loop's progress changed it).
+DECIDE_BOUND = {"sqlite": 17, "postgresql": 16}
 
 _TRANSACTION_CONTROL = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
 _REQUEST_KEY = re.compile(r'name="request_key" value="([^"]+)"')

@@ -1,0 +1,53 @@
+"""The idle timeout without a write per request (issue 15).
+
+A session ends ``SESSION_IDLE_SECONDS`` after it was last used (SPEC §8, README: security baseline). Django's way,
+``SESSION_SAVE_EVERY_REQUEST``, writes the session row on every request (on PostgreSQL a BEGIN, the UPDATE and a
+COMMIT) to move its end by the few seconds since the previous one. Here a session that a request read and did not
+change is saved (its end and its cookie renewed) only when that moves its end by more than
+``SESSION_RENEW_AFTER_SECONDS`` (a minute by default, at most a tenth of the idle timeout); a changed session is saved
+as always. So an idle session still ends, at most that much earlier than the full timeout after its last request,
+and an active one never does.
+
+The engine (``SESSION_ENGINE = "reviewportal.sessions"``) is Django's database engine that remembers the end it read
+with the row; ``IdleSessionMiddleware`` replaces ``SessionMiddleware``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.sessions.backends import db
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.http import HttpRequest, HttpResponseBase
+
+
+class SessionStore(db.SessionStore):
+    """Django's database sessions, plus the stored end of the session read (``stored_expiry``; None: none read)."""
+
+    stored_expiry: datetime | None = None
+
+    def _get_session_from_db(self) -> Any:
+        row = super()._get_session_from_db()
+        self.stored_expiry = None if row is None else row.expire_date
+        return row
+
+    def renewal_due(self) -> bool:
+        """Whether saving this session now would move its stored end by more than ``SESSION_RENEW_AFTER_SECONDS``
+        (False for a session no request read: nothing used it)."""
+        if self.stored_expiry is None:
+            return False
+        moved = self.get_expiry_date() - self.stored_expiry
+        return moved > timedelta(seconds=settings.SESSION_RENEW_AFTER_SECONDS)
+
+
+class IdleSessionMiddleware(SessionMiddleware):
+    """``SessionMiddleware`` that also saves an unchanged session whose renewal is due (``SessionStore.renewal_due``),
+    with ``SESSION_SAVE_EVERY_REQUEST`` off."""
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        session = getattr(request, "session", None)
+        if isinstance(session, SessionStore) and not session.modified and session.renewal_due():
+            session.modified = True  # saved, and its cookie sent again, by SessionMiddleware
+        return super().process_response(request, response)  # type: ignore[no-any-return]
