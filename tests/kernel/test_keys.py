@@ -326,6 +326,9 @@ def test_verify_is_false_never_an_exception(test1_key: PrivateKey) -> None:
     good = test1_key.sign(b"m")
     assert key.verify(good, b"m")
     assert key.verify(bytearray(good), bytearray(b"m"))  # type: ignore[arg-type]
+    assert key.verify(good, bytearray(b"m"))  # type: ignore[arg-type]
+    assert key.verify(type("Signature", (bytes,), {})(good), b"m")  # a bytes subclass, copied like a bytearray
+    assert key.verify(bytearray(good[:63]), b"m") is False  # type: ignore[arg-type]
     for bad in (b"", good[:63], good + b"\x00", good * 2, bytes(64), b"\xff" * 64):
         assert key.verify(bad, b"m") is False
     assert key.verify("not bytes", b"m") is False  # type: ignore[arg-type]

@@ -54,8 +54,12 @@ def test_bytes_round_trip_through_the_fast_path() -> None:
 
 @pytest.mark.parametrize(
     ("literal", "value"),
-    [("999999999999999", 999999999999999), ("-999999999999999", -999999999999999),
-     ("9007199254740991", 9007199254740991), ("-9007199254740991", -9007199254740991)],
+    [
+        ("999999999999999", 999999999999999),
+        ("-999999999999999", -999999999999999),
+        ("9007199254740991", 9007199254740991),
+        ("-9007199254740991", -9007199254740991),
+    ],
 )
 def test_integers_up_to_the_safe_limit_parse(literal: str, value: int) -> None:
     assert loads_strict(f'{{"n": {literal}}}') == {"n": value}
@@ -226,6 +230,52 @@ def test_the_collector_comes_back_when_a_verification_raises(monkeypatch: pytest
     with pytest.raises(RuntimeError):
         verifier.verify_report(fresh(), **EXPECTED)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    "promote_after, own_frozen, promoted",
+    [
+        (0, 0, True),  # many containers made: moved to the oldest generation without the young pass
+        (0, 3, False),  # the process froze objects of its own: gc.unfreeze would release them, so not
+        (None, 0, False),  # a short proof: the usual young collection
+    ],
+)
+def test_containers_of_a_long_verification_skip_the_young_pass(
+    monkeypatch: pytest.MonkeyPatch, promote_after: int | None, own_frozen: int, promoted: bool
+) -> None:
+    import gc
+
+    from tests.kernel.test_chain_verifier import EXPECTED
+    from verification.kernel import verifier
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze"))
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: own_frozen)
+    if promote_after is not None:
+        monkeypatch.setattr(verifier, "_PROMOTE_AFTER", promote_after)
+    assert gc.isenabled()
+    report = verifier.verify_report(fresh(), **EXPECTED)
+    assert report.ok
+    assert gc.isenabled()
+    assert calls == (["freeze", "unfreeze"] if promoted else [])
+
+
+def test_promoting_leaves_nothing_frozen() -> None:
+    import gc
+
+    from tests.kernel.test_chain_verifier import EXPECTED
+    from verification.kernel import verifier
+
+    before = gc.get_freeze_count()
+    assert before == 0
+    garbage = [[] for _ in range(verifier._PROMOTE_AFTER + 1)]  # counted by the collector while it is paused below
+    with verifier._cyclic_gc_paused():
+        garbage += [[] for _ in range(verifier._PROMOTE_AFTER + 1)]
+        assert gc.get_count()[0] > verifier._PROMOTE_AFTER
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
+    assert verifier.verify_report(fresh(), **EXPECTED).ok
 
 
 def test_stored_columns_make_the_same_proof_as_the_checked_entries() -> None:

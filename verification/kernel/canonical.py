@@ -148,7 +148,9 @@ def loads_strict(data: bytes | str) -> Any:
     to infinity (``non-finite-number``), a lone UTF-16 surrogate in a key or value (``lone-surrogate``), an
     integer literal outside ±(2^53−1) (``integer-out-of-range``).
     """
-    if isinstance(data, (bytes, bytearray, memoryview)):
+    if type(data) is str:  # the usual case first (an envelope, a proof already decoded)
+        text = data
+    elif isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         if raw.startswith(_UTF8_BOM):
             raise StrictJSONError(Reason.INVALID_JSON, "a byte order mark is not allowed")

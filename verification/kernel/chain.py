@@ -252,5 +252,5 @@ def proof_document(
         "signing_domain": SIGNING_DOMAIN,
         "jwks_uri": JWKS_URI,
         "proof_head_hash": proof_head_hash,
-        "entries": [dict(e) for e in entries],
+        "entries": list(map(dict, entries)),
     }

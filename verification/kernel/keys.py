@@ -286,9 +286,11 @@ class PublicKey:
 
     def verify(self, signature: bytes, message: bytes) -> bool:
         """True iff ``signature`` is a valid Ed25519 signature of ``message``; False for anything else, never raises."""
-        arguments: tuple[object, object] = (signature, message)  # callers pass anything; never raise
-        if not all(isinstance(arg, (bytes, bytearray)) for arg in arguments):
-            return False
+        if type(signature) is not bytes or type(message) is not bytes:  # the usual call, bytes, in one test
+            arguments: tuple[object, object] = (signature, message)  # callers pass anything; never raise
+            if not all(isinstance(arg, (bytes, bytearray)) for arg in arguments):
+                return False
+            signature, message = bytes(signature), bytes(message)
         if len(signature) != 64:
             return False
         if int.from_bytes(signature[32:], "little") >= _L:  # RFC 8032 §5.1.7: S < L, malleability
@@ -296,7 +298,7 @@ class PublicKey:
         if not _r_is_canonical(signature):
             return False
         try:
-            self._verifier.verify(bytes(signature), bytes(message))
+            self._verifier.verify(signature, message)
         except InvalidSignature:
             return False
         except Exception:  # noqa: BLE001 - fail closed: a verifier that cannot decide says no
