@@ -37,6 +37,13 @@ PENDING = {
     "flagged": False,
     "reason": None,
 }
+FLAGGED = {
+    "verdict": "UNKNOWN",
+    "automated_verdict": "UNKNOWN",
+    "determination": "cannot_determine",
+    "flagged": True,
+    "reason": "missing-baseline",
+}
 
 
 def _hour(moment: datetime) -> int:
@@ -53,6 +60,28 @@ def _read(now: datetime) -> list[tuple[str, int]]:
     """The queue at ``now`` counted by its reason as read (the definition the counts must equal)."""
     counts = Counter(queue_items(now=now).order_by().values_list("queue_reason", flat=True))
     return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+#: A phase's determination and flag by its verdict.
+OUTCOMES = {
+    "PASS": ("met", False),
+    "MISMATCH": ("not_met", True),
+    "UNKNOWN": ("cannot_determine", True),
+    "NOT_RUN": ("cannot_determine", True),
+}
+
+
+def _phase(row: Verification, starts_at: datetime, ends_at: datetime | None, verdict: str, reason: str) -> ReadPhase:
+    determination, flagged = OUTCOMES[verdict]
+    return ReadPhase(
+        verification=row,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        verdict=verdict,
+        determination=determination,
+        flagged=flagged,
+        reason=reason,
+    )
 
 
 def _spans(verification: Verification) -> list[tuple[Any, ...]]:
@@ -75,15 +104,7 @@ def test_a_pending_deadline_inside_the_current_hour_before_and_after_now(queue: 
         start=deadline - 2 * HOUR,
         **{**PENDING, "flagged": True, "reason": "missing-baseline", "pending_until": deadline},
     )
-    ReadPhase.objects.create(
-        verification=flagged,
-        starts_at=deadline,
-        ends_at=None,
-        verdict="PASS",
-        determination="met",
-        flagged=False,
-        reason="digest-match",
-    )
+    _phase(flagged, deadline, None, "PASS", "digest-match").save()
     assert _spans(pending) == [(deadline, None, hour, FOREVER, "pending-expired")]
     assert _spans(flagged) == [(None, deadline, -1, hour, "missing-baseline")]
     for now, expected in (
@@ -107,33 +128,9 @@ def test_stored_phases_starting_and_ending_inside_the_hour(queue: Queue, bulk: B
     [row] = bulk.add(1, start=base - 5 * HOUR, **{**PENDING, "pending_until": first})
     ReadPhase.objects.bulk_create(
         [
-            ReadPhase(
-                verification=row,
-                starts_at=first,
-                ends_at=second,
-                verdict="NOT_RUN",
-                determination="cannot_determine",
-                flagged=True,
-                reason="no-result",
-            ),
-            ReadPhase(
-                verification=row,
-                starts_at=second,
-                ends_at=third,
-                verdict="PASS",
-                determination="met",
-                flagged=False,
-                reason="digest-match",
-            ),
-            ReadPhase(
-                verification=row,
-                starts_at=third,
-                ends_at=None,
-                verdict="MISMATCH",
-                determination="not_met",
-                flagged=True,
-                reason="baseline-changed",
-            ),
+            _phase(row, first, second, "NOT_RUN", "no-result"),
+            _phase(row, second, third, "PASS", "digest-match"),
+            _phase(row, third, None, "MISMATCH", "baseline-changed"),
         ]
     )
     assert _spans(row) == [(first, second, hour, hour, "no-result"), (third, None, hour, FOREVER, "baseline-changed")]
@@ -147,41 +144,17 @@ def test_stored_phases_starting_and_ending_inside_the_hour(queue: Queue, bulk: B
 
 def test_the_instants_the_triggers_keep_are_a_rebuilds(queue: Queue, bulk: Bulk) -> None:
     """Member rows written by the triggers (bulk rows, a deadline moved, phases stored, flagged heads with a
-    deadline) equal a rebuild's, the
-    instants included; and a rebuild fills the instants of rows that had none (what migration 0017 does)."""
+    deadline) equal a rebuild's, the instants included; and a rebuild fills the instants of rows that had none (what
+    migration 0017 does)."""
     base = _half_past()
-    bulk.add(
-        3,
-        start=base - 2 * HOUR,
-        verdict="UNKNOWN",
-        automated_verdict="UNKNOWN",
-        determination="cannot_determine",
-        flagged=True,
-        reason="missing-baseline",
-    )
+    bulk.add(3, start=base - 2 * HOUR, **FLAGGED)
     rows = bulk.add(3, start=base - HOUR, **{**PENDING, "pending_until": base + 5 * MINUTE})
     Verification.objects.filter(pk=rows[0].pk).update(pending_until=base - 5 * MINUTE)
-    ReadPhase.objects.create(
-        verification=rows[1],
-        starts_at=base + 5 * MINUTE,
-        ends_at=None,
-        verdict="UNKNOWN",
-        determination="cannot_determine",
-        flagged=True,
-        reason="missing-baseline",
-    )
+    _phase(rows[1], base + 5 * MINUTE, None, "UNKNOWN", "missing-baseline").save()
     flagged = bulk.add(
         2, start=base - HOUR, **{**PENDING, "flagged": True, "reason": "no-result", "pending_until": base + 10 * MINUTE}
     )
-    ReadPhase.objects.create(
-        verification=flagged[0],
-        starts_at=base + 10 * MINUTE,
-        ends_at=base + 20 * MINUTE,
-        verdict="UNKNOWN",
-        determination="cannot_determine",
-        flagged=True,
-        reason="missing-baseline",
-    )
+    _phase(flagged[0], base + 10 * MINUTE, base + 20 * MINUTE, "UNKNOWN", "missing-baseline").save()
     kept = snapshot()
     members = QueueBacklogMember.objects.all()
     assert members.filter(due_at__isnull=False).exists() and members.filter(until_at__isnull=False).exists()
