@@ -6,10 +6,14 @@ The attribute names are the templates' (``templates/portal/``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
+
+from django.urls import reverse
+from django.utils import timezone
 
 from reviewportal.presenters import Segment, explain_code, segments
 from verification.evidence.selectors import EvidenceRead, resolve_recorded_citation
@@ -40,6 +44,9 @@ class QueueRow:
     age: timedelta
     holder: Any  # the user holding it, or None
     lease_expires_at: datetime | None
+    url: str  # its review page
+    short_id: str  # the first 8 characters of its id
+    submitted_iso: str  # when it was submitted, ISO 8601 in the current time zone
 
     @property
     def rank_name(self) -> str:
@@ -63,7 +70,18 @@ class QueuePage:
     total: int
 
 
-def _queue_row(item: QueueItem, now: datetime) -> QueueRow:
+#: A verification id that stands for the row's own in its review page's address (``review_url``).
+_URL_PROBE: Final = uuid.UUID(int=0xF00D)
+
+
+def review_url() -> Callable[[Any], str]:
+    """The review page's address of a verification id: reversed once, not once per row (issue 15: 50 ``{% url %}``
+    tags took a tenth of the queue page's time)."""
+    head, _, tail = reverse("portal:review", args=[_URL_PROBE]).rpartition(str(_URL_PROBE))
+    return lambda pk: f"{head}{pk}{tail}"
+
+
+def _queue_row(item: QueueItem, now: datetime, url_of: Callable[[Any], str]) -> QueueRow:
     v, lease = item.verification, item.lease
     return QueueRow(
         verification=v,
@@ -76,14 +94,18 @@ def _queue_row(item: QueueItem, now: datetime) -> QueueRow:
         age=max(now - v.submitted_at, timedelta(0)),
         holder=lease.holder if lease is not None else None,
         lease_expires_at=lease.expires_at if lease is not None else None,
+        url=url_of(v.pk),
+        short_id=str(v.pk)[:8],
+        submitted_iso=timezone.localtime(v.submitted_at).isoformat(),
     )
 
 
 def queue_page(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueuePage:
     """One page of the queue as shown (``queue_slice``: keyset pagination, four queries whatever its length)."""
     read = queue_slice(now=now, filters=filters, cursor=cursor, limit=limit)
+    url_of = review_url()
     return QueuePage(
-        rows=[_queue_row(item, now) for item in read.items],
+        rows=[_queue_row(item, now, url_of) for item in read.items],
         next_cursor=read.next_cursor,
         counts=read.counts,
         total=sum(n for _, n in read.counts),

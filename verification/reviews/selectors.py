@@ -41,7 +41,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from verification import cursors
-from verification.compiled import Compiled, Probe
+from verification.compiled import Compiled, Probe, Related
 from verification.errors import ServiceError
 from verification.kernel.canonical import loads_strict
 from verification.kernel.determination import Outcome
@@ -429,17 +429,70 @@ def _held(lease: ReviewLease | None, now: datetime) -> ReviewLease | None:
     return lease
 
 
+#: A queue page's row: the verification with its task, submitter, lease and the lease's holder (``select_related``'s),
+#: then its reason and rank as read (``queue_items``' annotations).
+_PAGE_ROW: Final = Related(Verification, ("task", "submitted_by", "review_lease", "review_lease__holder"))
+
+
+def _page_queryset(*, now: datetime, filters: Mapping[str, str], at: Cursor | None) -> QuerySet[Verification]:
+    """The queue from ``at`` on (``queue_items``, ``filter_queue``), with what a page shows of each item."""
+    queryset = filter_queue(queue_items(now=now), filters, now=now).select_related(
+        "task", "review_lease", "review_lease__holder"
+    )
+    if at is not None:
+        queryset = queryset.filter(RowAfter(queue_rank(), F("submitted_at"), F("id"), after=at))
+    return queryset
+
+
+#: The unfiltered page's query compiled once per page length and first page or not (``verification.compiled``):
+#: building the queue's conditions and annotations through the ORM cost more than running the statement (issue 15).
+_PAGES: dict[tuple[int, bool], Compiled] = {}
+
+
+def _compiled_page(limit: int, after: bool) -> Compiled:
+    found = _PAGES.get((limit, after))
+    if found is not None:
+        return found
+
+    def build(*, now: datetime, **cursor: Any) -> QuerySet[Any]:
+        at = Cursor(**cursor) if after else None
+        page = _page_queryset(now=now, filters={}, at=at)
+        return page.values_list(*_PAGE_ROW.columns(), "queue_reason", "queue_rank")[: limit + 1]
+
+    probes = {"now": Probe.instant(ReviewLease._meta.get_field("expires_at"))}
+    if after:
+        probes |= {
+            "rank": Probe(1_000_051, 1_000_052),
+            "submitted_at": Probe.instant(Verification._meta.get_field("submitted_at")),
+            "pk": Probe.key_of(Verification),
+        }
+    found = _PAGES[(limit, after)] = Compiled(f"queue-page-{limit}-{after}", Verification, build, probes)
+    return found
+
+
+def _page_of(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> list[Verification]:
+    """Up to ``limit + 1`` queue items from ``cursor`` on, ``filters`` applied: the unfiltered page by its compiled
+    query, loaded as ``select_related`` loads them; a filtered one through the ORM."""
+    at = Cursor.decode(cursor) if cursor else None
+    if set(filters) - QUEUE_FILTERS or any((value or "").strip() for value in filters.values()):
+        return list(_page_queryset(now=now, filters=filters, at=at)[: limit + 1])
+    arguments: dict[str, Any] = {"now": now}
+    if at is not None:
+        arguments |= {"rank": at.rank, "submitted_at": at.submitted_at, "pk": at.pk}
+    page = []
+    for row in _compiled_page(limit, at is not None).rows(**arguments):
+        verification: Verification = _PAGE_ROW.root(row)
+        verification.queue_reason, verification.queue_rank = row[_PAGE_ROW.width :]  # type: ignore[attr-defined]
+        page.append(verification)
+    return page
+
+
 def queue_slice(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueueSlice:
     """One page of the queue (keyset pagination on rank, submitted_at, id) with the counts per reason.
 
     Four queries whatever the queue's length: the page, its heads, the counts, and nothing per row.
     """
-    base = queue_items(now=now)
-    queryset = filter_queue(base, filters, now=now).select_related("task", "review_lease", "review_lease__holder")
-    if cursor:
-        at = Cursor.decode(cursor)
-        queryset = queryset.filter(RowAfter(queue_rank(), F("submitted_at"), F("id"), after=at))
-    page = list(queryset[: limit + 1])
+    page = _page_of(now=now, filters=filters, cursor=cursor, limit=limit)
     more = len(page) > limit
     page = page[:limit]
     heads = _heads(page)

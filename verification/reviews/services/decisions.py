@@ -17,13 +17,15 @@ verification's row lock, so a double click or a replayed POST gets the first one
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, QuerySet, Subquery
 
 from verification.actors.models import Actor
@@ -44,6 +46,7 @@ from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Verdict
 from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
 from verification.reviews.selectors import forget_queue_counts, queue_member_q
+from verification.reviews.services.claim_sql import logged, psycopg_cursor
 from verification.reviews.services.claims import (
     END_DECIDED,
     END_EVIDENCE_REQUESTED,
@@ -120,9 +123,7 @@ _LOCKED: Final = Related(Verification, ("task",))
 
 def _lock_query(*, verification_pk: Any) -> QuerySet[Any]:
     return (
-        Verification.objects.select_for_update(of=("self",))
-        .filter(pk=verification_pk)
-        .values_list(*_LOCKED.columns())
+        Verification.objects.select_for_update(of=("self",)).filter(pk=verification_pk).values_list(*_LOCKED.columns())
     )
 
 
@@ -134,15 +135,6 @@ _LOCK: Final = Compiled(
     _lock_query,
     {"verification_pk": Probe.key_of(Verification)},
 )
-
-
-def _lock(verification_pk: Any) -> Verification:
-    """The verification locked for the decision, with its task; ``not-found`` when there is none."""
-    rows = _LOCK.rows(verification_pk=verification_pk)
-    if not rows:
-        raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
-    locked: Verification = _LOCKED.root(rows[0])
-    return locked
 
 
 #: The head receipt's columns the decision reads (its payload, kind and place in the chain), in this order.
@@ -196,8 +188,38 @@ _AFTER_LOCK: Final = Compiled(
 )
 
 
-def _after_lock(locked: Verification, user: Any, now: datetime, request_key: str) -> _AfterLock:
-    rows = _AFTER_LOCK.rows(verification_pk=locked.pk, user_pk=user.pk, now=now, request_key=request_key)
+def _pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[Any, ...]]]:
+    """Each compiled query's rows, the statements sent in ONE round trip on PostgreSQL (pipelined, prepared when the
+    connection allows it; with the transaction's BEGIN when one is due): the server still runs them one after the
+    other, each taking its READ COMMITTED snapshot when it starts. Elsewhere one after the other."""
+    if connection.vendor != "postgresql":
+        return [query.rows(**arguments) for query, arguments in queries]
+    import psycopg
+
+    statements = [query.statement(**arguments) for query, arguments in queries]
+    started = time.monotonic()
+    with connection.wrap_database_errors:
+        cursors = [psycopg_cursor() for _ in statements]
+        with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+            for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                cursor.execute(sql, params, prepare=True)
+        fetched = [cursor.fetchall() for cursor in cursors]
+    for sql, _ in statements:
+        logged(sql, started)
+    return [query.converted(rows) for (query, _), rows in zip(queries, fetched, strict=True)]
+
+
+def _lock_and_read(verification_pk: Any, user: Any, now: datetime, request_key: str) -> tuple[Verification, _AfterLock]:
+    """The verification locked for the decision, with its task (``not-found`` when there is none), and what the
+    decision reads after the lock (``_after_lock_query``): one round trip on PostgreSQL (``_pipelined``), the read's
+    snapshot taken once the lock is granted."""
+    lock_rows, rows = _pipelined(
+        (_LOCK, {"verification_pk": verification_pk}),
+        (_AFTER_LOCK, {"verification_pk": verification_pk, "user_pk": user.pk, "now": now, "request_key": request_key}),
+    )
+    if not lock_rows:
+        raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
+    locked: Verification = _LOCKED.root(lock_rows[0])
     if not rows:  # pragma: no cover - the row is locked
         raise NotFound(f"no verification {locked.pk}", verification_id=str(locked.pk))
     replayed, held, *head_values, member, key_id = rows[0]
@@ -206,7 +228,7 @@ def _after_lock(locked: Verification, user: Any, now: datetime, request_key: str
         read = {"verification_id": locked.pk, **dict(zip(_HEAD_COLUMNS, head_values, strict=True))}
         names = [f.attname for f in Receipt._meta.concrete_fields if f.attname in read]  # from_db's order
         head = Receipt.from_db(Receipt.objects.db, names, [read[name] for name in names])
-    return _AfterLock(replayed, bool(held), head, bool(member), key_id)
+    return locked, _AfterLock(replayed, bool(held), head, bool(member), key_id)
 
 
 def decision_rails(user: Any, verification: Verification) -> tuple[Actor, KernelError | None]:
@@ -434,8 +456,7 @@ def review_decide(
     key = _check_key(request_key)
     action = _action(verdict)
     with transaction.atomic():
-        locked = _lock(verification.pk)
-        read = _after_lock(locked, user, when, key)
+        locked, read = _lock_and_read(verification.pk, user, when, key)
         replayed = _replayed(key, locked, user, read.replayed)
         if replayed is not None:
             return replayed
