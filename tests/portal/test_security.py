@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.sessions.backends.base import UpdateError
 from django.contrib.sessions.models import Session
 from django.db import connection
 from django.test import Client
@@ -24,6 +25,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reviewportal.portal import loop
+from reviewportal.sessions import SessionStore
 from tests.conftest import DATABASE_VARIABLES
 from tests.portal.conftest import PASSWORD, Queue
 
@@ -190,6 +192,26 @@ def test_a_changed_session_is_saved_at_once(queue: Queue, reviewer: Any) -> None
     assert response.status_code == 302
     assert any(q["sql"].startswith("UPDATE") and '"django_session"' in q["sql"] for q in captured.captured_queries)
     assert str(item.pk) in Session.objects.get().get_decoded()[loop.SKIPPED]
+
+
+def test_a_stored_session_is_saved_by_one_update_and_a_deleted_one_is_not_brought_back(reviewer: Any) -> None:
+    """reviewportal.sessions.SessionStore.save: an existing session's UPDATE alone (no transaction of its own: no
+    savepoint inside the test's), its data and end written; a session deleted meanwhile is Django's UpdateError."""
+    client = _client(reviewer)
+    key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    store = SessionStore(key)
+    store["note"] = "kept"
+    with CaptureQueriesContext(connection) as captured:
+        store.save()
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["UPDATE"]  # loaded already: the write alone
+    stored = Session.objects.get(session_key=key)
+    assert stored.get_decoded()["note"] == "kept"
+    assert abs((stored.expire_date - store.get_expiry_date()).total_seconds()) < 5
+    Session.objects.filter(session_key=key).delete()
+    store["note"] = "again"
+    with pytest.raises(UpdateError):
+        store.save()
+    assert not Session.objects.filter(session_key=key).exists()
 
 
 def test_the_renewal_is_at_most_a_tenth_of_a_short_idle_timeout(tmp_path: Path) -> None:
