@@ -159,7 +159,14 @@ def test_a_receipt_body_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> 
         ({"\u4e2d": 1, "\ud7ff": 2}, True),
         ({"\ue000": 1}, False),  # U+E000 and up: code point order is not UTF-16 order against non-BMP keys
         ({"\U0001f600": 1}, False),
-        ({"a": 1.0}, False),
+        ({"a": 1.0}, True),  # integral: written as the int 1, as ES6 prints it
+        ({"a": -0.0}, True),
+        ({"a": 0.5, "b": 1e-4, "c": 123456.789, "d": 1e15 + 0.5}, True),  # repr's positional range is ES6's
+        ({"a": 1e-5}, False),  # repr: 1e-05, ES6: 0.00001
+        ({"a": 2.0**53}, False),  # refused by _emit: an integer literal outside ±(2^53−1)
+        ({"a": 1e16}, False),
+        ({"a": 5e-324}, False),
+        ({"a": float("inf")}, False),
         ({"a": MAX_SAFE_INTEGER}, True),
         ({"a": MAX_SAFE_INTEGER + 1}, False),
         ({"a": -MAX_SAFE_INTEGER - 1}, False),
@@ -175,15 +182,36 @@ def test_a_receipt_body_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> 
     ],
 )
 def test_what_the_fast_path_admits(value: Any, admitted: bool) -> None:
-    assert canonical._fast_path_admits(value) is admitted
+    assert bool(canonical._fast_path_admits(value)) is admitted
     assert _outcome(canonical_text, value) == _outcome(canonical._exact_text, value)
+
+
+@settings(max_examples=600)
+@given(st.floats() | st.integers(min_value=-(2**60), max_value=2**60).map(float))
+def test_every_float_gives_the_exact_bytes_or_refusal(x: float) -> None:
+    for value in ([x], {"k": x, "n": [x, 1]}, {"k": [x, {"m": x}]}):
+        assert _outcome(canonical_text, value) == _outcome(canonical._exact_text, value)
+
+
+def test_a_run_payloads_integral_floats_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PASS's score, confidence and weights are 1.0: written by the C encoder as 1, not by ``_emit``."""
+    body = {"payload": {"score": 1.0, "confidence": 1.0, "criteria": [{"weight": 1.0}, {"weight": 0.25}]}, "seq": 0}
+    expected = canonical._exact_text(body)
+    assert expected == '{"payload":{"confidence":1,"criteria":[{"weight":1},{"weight":0.25}],"score":1},"seq":0}'
+
+    def no_exact_path(value: Any, out: list[str]) -> None:
+        raise AssertionError("the exact path was taken")
+
+    monkeypatch.setattr(canonical, "_emit", no_exact_path)
+    assert canonical_text(body) == expected
+    assert body["payload"]["score"] == 1.0 and type(body["payload"]["score"]) is float  # the caller's value untouched
 
 
 def test_a_cycle_is_not_admitted_and_is_refused() -> None:
     cycle: list[Any] = []
     cycle.append(cycle)
     cycle.append(cycle)
-    assert canonical._fast_path_admits(cycle) is False
+    assert not canonical._fast_path_admits(cycle)
     with pytest.raises(StrictJSONError) as info:
         canonical_text(cycle)
     assert info.value.reason is Reason.UNSUPPORTED_JSON_VALUE

@@ -305,16 +305,29 @@ _FAST_MAX_DEPTH: Final = 64
 _STR_ONLY: Final = frozenset({str})
 
 
-def _fast_path_admits(value: object) -> bool:
-    """True when ``_C_CANONICAL`` provably writes RFC 8785 text for ``value``, the text ``_emit`` writes.
+#: Non-integral floats whose ``repr`` is ES6's Number::toString: at least 1e-4 (Python's repr turns to exponent form
+#: below, ES6 only below 1e-6) and below 1e16 (Python's exponent form from there, ES6's from 1e21); in that range both
+#: print the same shortest round-trip digits positionally.
+_REPR_FLOOR: Final = 1e-4
+_REPR_CEILING: Final = 1e16
+#: What ``_fast_path_admits`` answers: not admitted, admitted as it is, admitted once its integral floats are ints.
+_REFUSED, _AS_IS, _INTEGRAL_FLOATS = 0, 1, 2
+
+
+def _fast_path_admits(value: object) -> int:
+    """Whether ``_C_CANONICAL`` provably writes RFC 8785 text for ``value``, the text ``_emit`` writes (falsy: no).
 
     Admitted: exact ``dict`` (every key an exact ``str`` below U+D800, where code point order is UTF-16 order),
-    exact ``list`` and ``tuple``, exact ``str``, exact ``int`` within ±(2^53−1), ``bool`` and ``None``, nested at most
-    ``_FAST_MAX_DEPTH`` deep. Not admitted, so written or refused by ``_emit``: floats (ES6 number layout), subclasses
-    and other mappings (their own methods decide what ``_emit`` reads), every value ``_emit`` refuses. A lone
-    surrogate in a string value is admitted here and looked for in the text (one scan, usually just ``isascii``).
+    exact ``list`` and ``tuple``, exact ``str``, exact ``int`` within ±(2^53−1), ``bool`` and ``None``, exact
+    ``float`` that is integral within ±(2^53−1) (ES6 prints it as the integer: ``_INTEGRAL_FLOATS``, the value must be
+    rewritten with ints by ``_integral_floats_as_ints``) or non-integral with ``_REPR_FLOOR <= |x| < _REPR_CEILING``
+    (``repr`` prints it as ES6 does), nested at most ``_FAST_MAX_DEPTH`` deep. Not admitted, so written or refused by
+    ``_emit``: other floats (ES6 number layout), subclasses and other mappings (their own methods decide what ``_emit``
+    reads), every value ``_emit`` refuses. A lone surrogate in a string value is admitted here and looked for in the
+    text (one scan, usually just ``isascii``).
     """
     keys: list[Any] = []
+    answer = _AS_IS
     pending: list[tuple[Iterable[Any], int]] = [((value,), 0)]
     while pending:
         items, depth = pending.pop()
@@ -325,22 +338,45 @@ def _fast_path_admits(value: object) -> bool:
             if kind is int:
                 if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
                     continue
-                return False
+                return _REFUSED
+            if kind is float:
+                size = abs(item)
+                if item.is_integer():  # every float from 2^53 up is integral: _emit refuses or lays those out
+                    if size <= MAX_SAFE_INTEGER:
+                        answer = _INTEGRAL_FLOATS
+                        continue
+                    return _REFUSED
+                if _REPR_FLOOR <= size < _REPR_CEILING:  # NaN and infinities fail this test
+                    continue
+                return _REFUSED
             if depth == _FAST_MAX_DEPTH:
-                return False
+                return _REFUSED
             if kind is dict:
                 keys.extend(item)
                 pending.append((item.values(), depth + 1))
             elif kind is list or kind is tuple:
                 pending.append((item, depth + 1))
             else:
-                return False
+                return _REFUSED
     if not keys:
-        return True
+        return answer
     if not _STR_ONLY.issuperset(map(type, keys)):
-        return False
+        return _REFUSED
     joined = "".join(keys)
-    return joined.isascii() or max(joined) < "\ud800"
+    return answer if joined.isascii() or max(joined) < "\ud800" else _REFUSED
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """``value`` (admitted by ``_fast_path_admits``) with every integral float an int, containers copied where needed:
+    ES6 prints ``1.0`` as ``1``, as ``repr`` prints ``1``."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {key: _integral_floats_as_ints(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_integral_floats_as_ints(item) for item in value]
+    return value
 
 
 def canonical_text(value: Any) -> str:
@@ -349,12 +385,15 @@ def canonical_text(value: Any) -> str:
     Refused with ``StrictJSONError``: values with no JSON form or non-string keys (``unsupported-json-value``),
     lone surrogates, NaN/infinities, integers outside ±(2^53−1) — the codes ``loads_strict`` uses.
 
-    Most values (no floats, plain containers, keys below U+D800) are written by json's C encoder, ``_fast_path_admits``
-    says when that gives the same text; the rest, and every refusal, by ``_emit``.
+    Most values (plain containers, keys below U+D800, floats that are integral or in ``repr``'s positional range) are
+    written by json's C encoder, ``_fast_path_admits`` says when that gives the same text; the rest, and every
+    refusal, by ``_emit``.
     """
-    if _fast_path_admits(value):
+    admitted = _fast_path_admits(value)
+    if admitted:
         try:
-            text: str = "".join(_C_CANONICAL(value, 0))
+            written = _integral_floats_as_ints(value) if admitted == _INTEGRAL_FLOATS else value
+            text: str = "".join(_C_CANONICAL(written, 0))
         except RecursionError:  # pragma: no cover - only when the caller's own stack is nearly exhausted
             pass
         else:
