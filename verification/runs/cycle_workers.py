@@ -48,6 +48,7 @@ from django.db.models.lookups import Exact, Range
 
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import PORTAL_ACTOR_NAME, PORTAL_BOUNDARY, boundaries_from, kernel_actor
+from verification.compiled import send
 from verification.kernel import actors as kactors
 from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.rails import Link as KernelLink
@@ -291,9 +292,7 @@ def _rows(**arguments: Any) -> Iterable[tuple[Any, ...]]:
         param = _param(name, value)
         for i in compiled.positions[name]:
             params[i] = param
-    with connection.cursor() as cursor:
-        cursor.execute(compiled.sql, params)
-        rows = cursor.fetchall()
+    rows = send(connection.alias, compiled.sql, params, prepared=True, rows=True)  # a plan by key: sent prepared
     converters: list[tuple[int, list[Callable[..., Any]]]] = []
     for i, output in enumerate(compiled.outputs):
         found = connection.ops.get_db_converters(Value(None, output)) + output.get_db_converters(connection)

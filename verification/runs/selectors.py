@@ -81,6 +81,7 @@ _CONTRACT: Final = Compiled(
         "task_pk": Probe.key_of(Task),
         "cycle": Probe(1_000_041, 1_000_042),
     },
+    prepared=True,
 )
 
 

@@ -8,11 +8,13 @@ transaction, so the lock is held only for the commit. SQLite serializes writers 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
 from django.db import connection, transaction
 
+from verification.compiled import send
 from verification.runs.models import Event, Verification
 
 _EVENT_FEED_LOCK: Final = 8_200_308_002  # pg_advisory_xact_lock key of the event feed (any fixed bigint)
@@ -62,7 +64,17 @@ def _insert_locked(event: Event) -> Event:
     """On PostgreSQL, the feed's lock and the insert in ONE statement: the lock is taken by the materialized CTE
     before the row, and so its id, is made (``nextval`` runs when the row is built from the CTE's one row), and held
     to commit like ``_lock_feed``'s. The values are prepared by their model fields, as ``Model.save`` would."""
-    fields = [f for f in Event._meta.concrete_fields if f.name != "id"]
+    fields, sql = _locked_insert()
+    values = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields]
+    ((event.id,),) = send(connection.alias, sql, [_EVENT_FEED_LOCK, *values], prepared=True, rows=True)
+    event._state.adding, event._state.db = False, connection.alias
+    return event
+
+
+@functools.cache
+def _locked_insert() -> tuple[tuple[Any, ...], str]:
+    """``_insert_locked``'s fields and SQL (PostgreSQL), built once; sent prepared (``compiled.send``)."""
+    fields = tuple(f for f in Event._meta.concrete_fields if f.name != "id")
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
     placeholders = ", ".join(["%s"] * len(fields))
@@ -70,12 +82,7 @@ def _insert_locked(event: Event) -> Event:
         "WITH feed AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)) "  # noqa: S608 - names from the model
         f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {placeholders} FROM feed RETURNING id"
     )
-    values = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_EVENT_FEED_LOCK, *values])
-        (event.id,) = cursor.fetchone()
-    event._state.adding, event._state.db = False, connection.alias
-    return event
+    return fields, sql
 
 
 @transaction.atomic

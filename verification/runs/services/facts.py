@@ -240,6 +240,7 @@ _BINDINGS: Final = Compiled(
     VerificationEvidence,
     _bindings_query,
     {"verification_pk": Probe.key_of(Verification)},
+    prepared=True,
 )
 
 
@@ -346,8 +347,12 @@ def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str,
     arrived_payload: list[dict[str, Any]] = []
     kinds = {c.id: c.kind for c in criteria} if registered is not None else {}
     has_arrived = gates is None or bool(gates["has_arrived"])
-    rows = ArrivedResult.objects.filter(verification=verification).select_related("actor").order_by("received_at", "id")
-    for row in rows if has_arrived else ():
+    rows = (
+        ArrivedResult.objects.filter(verification=verification).select_related("actor").order_by("received_at", "id")
+        if has_arrived
+        else ()  # the gates found none: not even the queryset is built
+    )
+    for row in rows:
         kind = kinds.get(row.criterion_id)
         if kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
             continue  # kept on record; nothing in the contract awaits it

@@ -123,6 +123,7 @@ _HEAD_COLUMNS: Final = Compiled(
         "awaiting_evidence": Probe(True, False, _V.get_field("awaiting_evidence")),
     },
     update=_head_values,
+    prepared=True,
 )
 
 

@@ -63,6 +63,7 @@ _AFTER_LOCK: Final = Compiled(
     Verification,
     _after_lock_query,
     {"verification_pk": Probe.key_of(Verification)},
+    prepared=True,
 )
 
 
@@ -88,6 +89,7 @@ _COUNT_ATTEMPT: Final = Compiled(
         "when": Probe.instant(Verification._meta.get_field("started_at")),
     },
     update=lambda verification_pk, when: {"attempts": F("attempts") + 1, "started_at": when},
+    prepared=True,
 )
 
 
@@ -119,6 +121,7 @@ _LOCK: Final = Compiled(
     Verification,
     _lock_query,
     {"verification_pk": Probe.key_of(Verification)},
+    prepared=True,
 )
 
 

@@ -156,6 +156,7 @@ _CYCLE_AND_LATEST: Final = Compiled(
     Task,
     _cycle_and_latest_query,
     {"task_pk": Probe.key_of(Task)},
+    prepared=True,
 )
 
 
@@ -166,6 +167,7 @@ _NOT_AWAITING: Final = Compiled(
     lambda verification_pk: Verification.objects.filter(pk=verification_pk),
     {"verification_pk": Probe.key_of(Verification)},
     update=lambda verification_pk: {"awaiting_evidence": False},
+    prepared=True,
 )
 
 
