@@ -131,11 +131,15 @@ def test_each_filter(story: Story, queue: Queue, reviewer: Any, reviewer2: Any) 
     assert ids({"subject": str(semantic.pk)}) == {semantic.pk}
     # Filters combine.
     assert ids({"flagged": "true", "determination": "not_met", "authority": "deterministic"}) == {mismatch.pk}
-    # Date range (inclusive days, on created_at).
-    today = timezone.localtime(now).date()
-    assert ids({"since": today.isoformat(), "until": today.isoformat()}) == everyone
-    assert ids({"until": (today - timedelta(days=1)).isoformat()}) == set()
-    assert ids({"since": (today + timedelta(days=1)).isoformat()}) == set()
+    # Date range (inclusive days, on created_at). Each item's own day: the expired PENDING was made two hours before
+    # now, i.e. yesterday when the test runs in the first two hours of the day.
+    day_of = {pk: timezone.localtime(at).date() for pk, at in Verification.objects.values_list("pk", "created_at")}
+    first, last = min(day_of.values()), max(day_of.values())
+    assert last == timezone.localtime(now).date()
+    assert ids({"since": first.isoformat(), "until": last.isoformat()}) == everyone
+    assert ids({"since": last.isoformat(), "until": last.isoformat()}) == {pk for pk, d in day_of.items() if d == last}
+    assert ids({"until": (first - timedelta(days=1)).isoformat()}) == set()
+    assert ids({"since": (last + timedelta(days=1)).isoformat()}) == set()
 
 
 def test_a_date_range_selects_by_day(bulk: Bulk) -> None:
