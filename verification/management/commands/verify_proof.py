@@ -146,7 +146,8 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--pin", action="append", default=[], metavar="FINGERPRINT",
-            help="trust only keys with this fingerprint (sha256 hex or RFC 7638 thumbprint); repeatable",
+            help="trust only keys with this fingerprint (sha256 hex or RFC 7638 thumbprint); repeatable; write "
+            "--pin=VALUE when a thumbprint begins with '-' (1 in 64 do)",
         )
         parser.add_argument("--revoked", action="append", default=[], metavar="KID", help="a revoked key id")
         parser.add_argument(
