@@ -245,3 +245,78 @@ def test_the_installed_functions_return_early_and_still_count_what_moved(queue: 
     assert moved != before
     rollups.rebuild(connection)
     assert snapshot() == moved
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_re_run_and_a_verdict_that_makes_the_old_one_a_member_arriving_at_once(queue: Queue, bulk: Bulk) -> None:
+    """Migration 0018: the insert trigger refreshes the row it supersedes only if that row has member rows, judged
+    after its lock. Here the old row has none when the re-run arrives, and a concurrent UPDATE makes it flagged (a
+    member, unless superseded): whichever takes the lock first, the old row must end outside the queue and the
+    rollups equal a recount."""
+    import threading
+
+    from django.db import connection as main_connection
+    from django.db import transaction
+
+    items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="PASS", automated_verdict="PASS",
+                     determination="met", flagged=False, reason="digest-match")
+    assert not models.QueueBacklogMember.objects.exists()
+    errors: list[BaseException] = []
+
+    def run(work: Any) -> None:
+        try:
+            for item in items:
+                start.wait(timeout=30)
+                with transaction.atomic():
+                    work(item)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion
+            errors.append(exc)
+            start.abort()
+        finally:
+            main_connection.close()
+
+    def flag(item: Verification) -> None:
+        Verification.objects.filter(pk=item.pk).update(verdict="UNKNOWN", automated_verdict="UNKNOWN", flagged=True,
+                                                       determination="cannot_determine", reason="missing-baseline")
+
+    def re_run(item: Verification) -> None:
+        Verification.objects.create(rubric_hash=item.rubric_hash, submission_hash=item.submission_hash,
+                                    task=item.task, cycle=1, supersedes=item, verdict="PASS", automated_verdict="PASS",
+                                    determination="met", flagged=False, reason="digest-match")
+
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=run, args=(w,)) for w in (flag, re_run)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert Verification.objects.filter(pk__in=[v.pk for v in items], flagged=True).count() == len(items)
+    kept = snapshot()
+    rollups.rebuild(connection)
+    assert snapshot() == kept
+    assert not models.QueueBacklogMember.objects.exists()  # every old row superseded, every re-run a clean PASS
+
+
+@pytest.mark.postgres
+def test_a_clean_outcome_and_a_new_submission_leave_the_membership_alone(queue: Queue, bulk: Bulk) -> None:
+    """Migration 0018: what may not be a member, before or after, is not refreshed; what may be still is."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [f"{rollups_sql.PREFIX}verification_insert"])
+        source = cursor.fetchone()[0]
+    assert "IF cardinality(rp_ids) > 0 THEN" in source
+    member = queue.unknown("kept in the queue")
+    before = snapshot()
+    (fresh,) = bulk.add(1, start=timezone.now(), verdict=None, automated_verdict=None, determination=None,
+                        flagged=False, reason=None)
+    Verification.objects.filter(pk=fresh.pk).update(verdict="PASS", automated_verdict="PASS", determination="met")
+    after_pass = snapshot()
+    assert after_pass[rollups_sql.MEMBER] == before[rollups_sql.MEMBER]
+    Verification.objects.filter(pk=fresh.pk).update(verdict="FAIL", flagged=True, reason="digest-mismatch")
+    Verification.objects.filter(pk=member.pk).update(human_decided=True)
+    moved = snapshot()
+    assert fresh.pk in {row[0] for row in moved[rollups_sql.MEMBER]}
+    assert member.pk not in {row[0] for row in moved[rollups_sql.MEMBER]}
+    rollups.rebuild(connection)
+    assert snapshot() == moved

@@ -96,6 +96,15 @@ def dialect(vendor: str) -> Dialect:
 # --- the statements --------------------------------------------------------------------------------------------------
 
 
+def may_be_member(row: str) -> str:
+    """What ``row``'s own columns must hold for it to have any member row (``_queue_member_select``'s every branch
+    requires it): a verdict, no human decision, and flagged or a PENDING deadline. A row without it has none."""
+    return (
+        f"({row}.verdict IS NOT NULL AND NOT {row}.human_decided "
+        f"AND ({row}.flagged OR {row}.pending_until IS NOT NULL))"
+    )
+
+
 def _queue_member_select(d: Dialect, where: str) -> str:
     """The member rows (spans read as flagged) of the verifications ``v`` that ``where`` selects, as
     ``review_selectors.queue_member_q`` and ``read_state.read_q`` define them, cut at the PENDING deadlines instead of
@@ -108,8 +117,7 @@ def _queue_member_select(d: Dialect, where: str) -> str:
     [start, end) exactly (a NULL start: from the beginning; a NULL end: for ever), the instants ``read_q`` compares
     ``now`` with (``pending_until``, a phase's ``starts_at`` and ``ends_at``), and the hours are theirs."""
     base = (
-        f"{where} AND v.verdict IS NOT NULL AND NOT v.human_decided "
-        "AND (v.flagged OR v.pending_until IS NOT NULL) "
+        f"{where} AND {may_be_member('v')} "
         f"AND NOT EXISTS (SELECT 1 FROM {VERIFICATION} w WHERE w.supersedes_id = v.id) "
         f"AND NOT EXISTS (SELECT 1 FROM {DECISION} r WHERE r.verification_id = v.id AND r.action = 'MORE_EVIDENCE')"
     )

@@ -49,6 +49,7 @@ from verification.records.rollups_sql import (
     FINDING,
     FINDING_DAY,
     FINDING_EVENT,
+    MEMBER,
     OPEN_FINDINGS,
     POSTGRESQL,
     PREFIX,
@@ -62,6 +63,7 @@ from verification.records.rollups_sql import (
     completed,
     count_outcome,
     dialect,
+    may_be_member,
     refresh_membership,
 )
 
@@ -185,17 +187,23 @@ TRIGGERS: Final = (
 _PG_IDS: Final = "rp_ids"  # the plpgsql variable holding the verification ids whose membership is refreshed
 
 
-def _pg_refresh_membership(d: Dialect) -> list[str]:
+def _pg_refresh_membership(d: Dialect, keep: str = "") -> list[str]:
     """``refresh_membership`` for every id in ``rp_ids`` at once.
 
     First the verifications' rows are locked (NO KEY UPDATE: what an UPDATE of them takes anyway, and no obstacle to
     a receipt's foreign key), so two transactions refreshing one verification take turns, and the second reads the
     member row the first left (each statement of a trigger function reads what is committed when it starts). Without
     it, a decision and a re-run arriving at once (neither of which updates the verification's row) could both take the
-    same member out of its count."""
+    same member out of its count.
+
+    ``keep``: a condition on ``x`` (an id) that ids must meet to be refreshed, judged after the lock (so it reads what
+    a refresh that held the lock before left). With no id left, the refresh's statements are not run: a run's outcome
+    that is no queue member, before or after, costs the rollups nothing but its day's count (issue 15)."""
+    refresh = "; ".join(refresh_membership(d, f"= ANY({_PG_IDS})"))
     return [
         f"PERFORM 1 FROM {VERIFICATION} WHERE id = ANY({_PG_IDS}) ORDER BY id FOR NO KEY UPDATE",
-        *refresh_membership(d, f"= ANY({_PG_IDS})"),
+        *([f"{_PG_IDS} := ARRAY(SELECT x FROM unnest({_PG_IDS}) AS ids (x) WHERE {keep})"] if keep else []),
+        f"IF cardinality({_PG_IDS}) > 0 THEN {refresh}; END IF",
     ]
 
 
@@ -223,19 +231,30 @@ _PG_PAIRS: Final = "new_rows n JOIN old_rows o ON o.id = n.id"
 
 
 def _pg_on_verification_insert(d: Dialect) -> list[str]:
+    """A new row is refreshed only if its own columns may make it a member (``may_be_member``: a new submission, with
+    no verdict yet, cannot be one); the row it supersedes only if it has member rows (being superseded can only take
+    it out of the queue), judged after the lock."""
     return [
-        _pg_ids("SELECT id FROM new_rows UNION ALL SELECT supersedes_id FROM new_rows"),
-        *_pg_refresh_membership(d),
+        _pg_ids(f"SELECT n.id FROM new_rows n WHERE {may_be_member('n')} UNION ALL SELECT supersedes_id FROM new_rows"),
+        *_pg_refresh_membership(
+            d,
+            keep=f"x IN (SELECT id FROM new_rows) OR EXISTS (SELECT 1 FROM {MEMBER} m WHERE m.verification_id = x)",
+        ),
         _pg_count_outcomes(d, "SELECT created_at, automated_verdict, 1 AS sign FROM new_rows"),
     ]
 
 
 def _pg_on_verification_update(d: Dialect) -> list[str]:
-    moved = f"FROM {_PG_PAIRS} WHERE {_pg_changed(QUEUE_COLUMNS)}"
+    """A changed row is refreshed only if it may be a member before or after (``may_be_member``: the member rows it
+    has were made from its old columns); the rows it supersedes, before and after, only if that link changed (their
+    membership reads whether something supersedes them, nothing else of this row)."""
+    moved = f"FROM {_PG_PAIRS} WHERE ({_pg_changed(QUEUE_COLUMNS)})"
     outcome = f"FROM {_PG_PAIRS} WHERE {_pg_changed(ABSTAIN_COLUMNS)}"
+    relinked = f"{moved} AND o.supersedes_id IS DISTINCT FROM n.supersedes_id"
     return [
         _pg_ids(
-            f"SELECT n.id {moved} UNION ALL SELECT o.supersedes_id {moved} UNION ALL SELECT n.supersedes_id {moved}"
+            f"SELECT n.id {moved} AND ({may_be_member('o')} OR {may_be_member('n')}) "
+            f"UNION ALL SELECT o.supersedes_id {relinked} UNION ALL SELECT n.supersedes_id {relinked}"
         ),
         *_pg_refresh_membership(d),
         _pg_count_outcomes(
