@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -69,10 +70,10 @@ def test_refusals_are_a_fresh_serializers_and_carry_nothing_over() -> None:
 
 def test_the_kept_instance_holds_no_body_between_calls() -> None:
     validated_data_of(VerificationRequestSerializer, _body())
-    kept = base._VALIDATORS.idle[VerificationRequestSerializer]
+    kept = base._REUSED.idle[VerificationRequestSerializer]
     assert not {"initial_data", "_validated_data", "_errors", "_data"} & set(kept.__dict__)
     assert validated_data_of(VerificationRequestSerializer, _body()) == _fresh(_body())
-    assert base._VALIDATORS.idle[VerificationRequestSerializer] is kept  # reused, not rebuilt
+    assert base._REUSED.idle[VerificationRequestSerializer] is kept  # reused, not rebuilt
 
 
 def test_each_thread_validates_with_its_own_instance() -> None:
@@ -84,7 +85,7 @@ def test_each_thread_validates_with_its_own_instance() -> None:
         for _ in range(50):
             got = validated_data_of(VerificationRequestSerializer, data)
             results.append(got["evidence"][0]["symbol"] == symbol)
-        seen.append(id(base._VALIDATORS.idle[VerificationRequestSerializer]))
+        seen.append(id(base._REUSED.idle[VerificationRequestSerializer]))
 
     threads = [threading.Thread(target=work, args=(f"s{n}",)) for n in range(4)]
     for thread in threads:
@@ -112,3 +113,31 @@ def test_a_nested_call_builds_its_own_instance(monkeypatch: pytest.MonkeyPatch) 
     outer = validated_data_of(VerificationRequestSerializer, BODIES[0])
     assert inner[0]["wait_ms"] == 250
     assert "wait_ms" not in outer
+
+
+def test_represented_gives_a_fresh_serializers_data_and_keeps_no_instance() -> None:
+    from verification.api.serializers.base import represented
+    from verification.api.serializers.verifications import VerificationResponseSerializer
+
+    base_view = {name: None for name in VerificationResponseSerializer().fields}
+    first = {
+        **base_view,
+        "id": uuid.UUID(int=1),
+        "status": "queued",
+        "flagged": False,
+        "submission_hash": "s",
+        "proof_ref": "p",
+        "verdict": {"results": []},
+        "rubric_hash": "r",
+        "submitted_at": "t",
+        "attempts": 0,
+        "awaiting_evidence": False,
+        "human_decided": False,
+        "claims": [],
+        "score": 1.0,
+    }
+    second = {**first, "id": uuid.UUID(int=2), "flagged": True, "flag_reason": "why", "attempts": 2, "score": None}
+    for view in (first, second, first):
+        assert represented(VerificationResponseSerializer, view) == dict(VerificationResponseSerializer(view).data)
+    kept = base._REUSED.idle[VerificationResponseSerializer]
+    assert kept.instance is None and "_data" not in kept.__dict__

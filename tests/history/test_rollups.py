@@ -157,26 +157,17 @@ def test_the_rebuild_command_recounts_what_was_lost(queue: Queue, bulk: Bulk) ->
     assert snapshot() == kept
 
 
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
-    queue: Queue, bulk: Bulk, reviewer: Any
-) -> None:
-    """A request for more evidence and a re-run of the same verification, each in its own transaction at the same
-    moment: neither updates the verification's row, both refresh its membership. Neither may fail, and the rollups
-    must equal a recount afterwards."""
+def _at_once(items: list[Verification], *works: Any) -> None:
+    """Each of ``works`` over ``items`` in its own thread and transaction, the threads meeting at a barrier before
+    each item (so each item's writes arrive at the same moment); no thread may fail, and the rollups must equal a
+    recount afterwards."""
     import threading
 
     from django.db import connection as main_connection
     from django.db import transaction
 
-    from verification.reviews.models import ReviewDecision
-    from verification.reviews.services.decisions import new_request_key
-
-    items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="UNKNOWN", automated_verdict="UNKNOWN",
-                     determination="cannot_determine", flagged=True, reason="missing-baseline")
-    actor = actor_for_user(reviewer)
     errors: list[BaseException] = []
+    start = threading.Barrier(len(works))
 
     def run(work: Any) -> None:
         try:
@@ -190,6 +181,32 @@ def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
         finally:
             main_connection.close()
 
+    threads = [threading.Thread(target=run, args=(work,)) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    kept = snapshot()
+    rollups.rebuild(connection)
+    assert snapshot() == kept
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
+    queue: Queue, bulk: Bulk, reviewer: Any
+) -> None:
+    """A request for more evidence and a re-run of the same verification, each in its own transaction at the same
+    moment: neither updates the verification's row, both refresh its membership. Neither may fail, and the rollups
+    must equal a recount afterwards."""
+    from verification.reviews.models import ReviewDecision
+    from verification.reviews.services.decisions import new_request_key
+
+    items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="UNKNOWN", automated_verdict="UNKNOWN",
+                     determination="cannot_determine", flagged=True, reason="missing-baseline")
+    actor = actor_for_user(reviewer)
+
     def request_more(item: Verification) -> None:
         ReviewDecision.objects.create(request_key=new_request_key(), verification=item, user=reviewer, actor=actor,
                                       action="MORE_EVIDENCE", rationale="more, please")
@@ -200,16 +217,7 @@ def test_a_decision_and_a_re_run_arriving_at_once_are_both_counted_once(
                                     automated_verdict="UNKNOWN", determination="cannot_determine", flagged=True,
                                     reason="missing-baseline")
 
-    start = threading.Barrier(2)
-    threads = [threading.Thread(target=run, args=(w,)) for w in (request_more, re_run)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
-    kept = snapshot()
-    rollups.rebuild(connection)
-    assert snapshot() == kept
+    _at_once(items, request_more, re_run)
     # Every original left the queue (superseded and sent back); every re-run is in it.
     members = set(models.QueueBacklogMember.objects.values_list("verification_id", flat=True))
     assert not members & {v.pk for v in items}
@@ -254,27 +262,9 @@ def test_a_re_run_and_a_verdict_that_makes_the_old_one_a_member_arriving_at_once
     after its lock. Here the old row has none when the re-run arrives, and a concurrent UPDATE makes it flagged (a
     member, unless superseded): whichever takes the lock first, the old row must end outside the queue and the
     rollups equal a recount."""
-    import threading
-
-    from django.db import connection as main_connection
-    from django.db import transaction
-
     items = bulk.add(12, start=timezone.now() - 3 * HOUR, verdict="PASS", automated_verdict="PASS",
                      determination="met", flagged=False, reason="digest-match")
     assert not models.QueueBacklogMember.objects.exists()
-    errors: list[BaseException] = []
-
-    def run(work: Any) -> None:
-        try:
-            for item in items:
-                start.wait(timeout=30)
-                with transaction.atomic():
-                    work(item)
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion
-            errors.append(exc)
-            start.abort()
-        finally:
-            main_connection.close()
 
     def flag(item: Verification) -> None:
         Verification.objects.filter(pk=item.pk).update(verdict="UNKNOWN", automated_verdict="UNKNOWN", flagged=True,
@@ -285,17 +275,8 @@ def test_a_re_run_and_a_verdict_that_makes_the_old_one_a_member_arriving_at_once
                                     task=item.task, cycle=1, supersedes=item, verdict="PASS", automated_verdict="PASS",
                                     determination="met", flagged=False, reason="digest-match")
 
-    start = threading.Barrier(2)
-    threads = [threading.Thread(target=run, args=(w,)) for w in (flag, re_run)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
+    _at_once(items, flag, re_run)
     assert Verification.objects.filter(pk__in=[v.pk for v in items], flagged=True).count() == len(items)
-    kept = snapshot()
-    rollups.rebuild(connection)
-    assert snapshot() == kept
     assert not models.QueueBacklogMember.objects.exists()  # every old row superseded, every re-run a clean PASS
 
 

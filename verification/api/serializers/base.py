@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -278,42 +279,57 @@ class StrictSerializer(serializers.Serializer):  # type: ignore[type-arg]
         return super().to_internal_value(data)
 
 
-class _Validators(threading.local):
-    """Per thread, one bound instance of each serializer class, reused by ``validated_data_of``."""
+class _Reused(threading.local):
+    """Per thread, one bound instance of each serializer class, reused by ``validated_data_of`` and
+    ``represented``."""
 
     def __init__(self) -> None:
         self.idle: dict[type[serializers.Serializer], serializers.Serializer] = {}  # type: ignore[type-arg]
 
 
-_VALIDATORS: Final = _Validators()
+_REUSED: Final = _Reused()
 
-#: The state ``Serializer.is_valid`` and its properties leave on an instance; cleared before the instance is reused.
+#: The state ``Serializer.is_valid``, ``.data`` and their properties leave on an instance; cleared before and after
+#: the instance is used.
 _PER_CALL_STATE: Final = ("initial_data", "_validated_data", "_errors", "_data")
+
+
+@contextlib.contextmanager
+def _reused(serializer_class: type[serializers.Serializer]) -> Iterator[serializers.Serializer]:  # type: ignore[type-arg]
+    """A bound ``serializer_class`` with no per-call state, for one call; kept for the thread's next call after it.
+
+    A new serializer deep-copies its whole declared field tree (nested serializers included) before it reads a byte:
+    1.4-2.1 ms for a submission against 0.2 ms for its validation, ~2 ms of a verification's view. The bound tree
+    holds no per-call state and these serializers take no context, so each thread keeps one instance per class; a
+    nested call (the instance already in use) builds its own."""
+    serializer = _REUSED.idle.pop(serializer_class, None)
+    if serializer is None:
+        serializer = serializer_class()
+    for name in _PER_CALL_STATE:
+        serializer.__dict__.pop(name, None)
+    try:
+        yield serializer
+    finally:
+        for name in _PER_CALL_STATE:  # hold no reference to the body, the instance or their values between calls
+            serializer.__dict__.pop(name, None)
+        serializer.instance = None
+        _REUSED.idle[serializer_class] = serializer
 
 
 def validated_data_of(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:  # type: ignore[type-arg]
     """``serializer_class(data=data)``'s validated data, or the ``ValidationError`` that
-    ``is_valid(raise_exception=True)`` raises: the one way API bodies are validated (issue 15).
-
-    A new serializer deep-copies its whole declared field tree (nested serializers included) before it reads a byte:
-    1.4-2.1 ms for a submission, against 0.2 ms for the validation itself. The bound tree holds no per-call state and
-    these serializers take no context, so each thread keeps one instance per class and reuses it, its per-call
-    attributes cleared first; a nested call (the instance already in use) builds its own.
-    """
-    serializer = _VALIDATORS.idle.pop(serializer_class, None)
-    if serializer is None:
-        serializer = serializer_class(data=data)
-    else:
-        for name in _PER_CALL_STATE:
-            serializer.__dict__.pop(name, None)
+    ``is_valid(raise_exception=True)`` raises: the one way API bodies are validated (issue 15; ``_reused``)."""
+    with _reused(serializer_class) as serializer:
         serializer.initial_data = data
-    try:
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
-    finally:
-        for name in _PER_CALL_STATE:  # hold no reference to the body or its values between calls
-            serializer.__dict__.pop(name, None)
-        _VALIDATORS.idle[serializer_class] = serializer
+
+
+def represented(serializer_class: type[serializers.Serializer], instance: Any) -> dict[str, Any]:  # type: ignore[type-arg]
+    """``serializer_class(instance).data``, as a plain dict (issue 15; ``_reused``)."""
+    with _reused(serializer_class) as serializer:
+        serializer.instance = instance
+        return dict(serializer.data)
 
 
 class EmptySerializer(StrictSerializer):

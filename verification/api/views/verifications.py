@@ -20,6 +20,7 @@ from verification.api.authentication import ApiCredentials
 from verification.api.errors import ApiError
 from verification.api.permissions import credentials
 from verification.api.presenters import verification_view
+from verification.api.serializers.base import represented
 from verification.api.serializers.submissions import (
     RESULT_REQUEST,
     MoreEvidenceRequestSerializer,
@@ -67,7 +68,7 @@ DEFAULT_PAGE: Final = 50
 
 def _view_of(verification: Verification) -> dict[str, Any]:
     """The second seed's shape (``presenters.verification_view``), resolved now, rendered through its serializer."""
-    return VerificationResponseSerializer(verification_view(verification, now=timezone.now())).data
+    return represented(VerificationResponseSerializer, verification_view(verification, now=timezone.now()))
 
 
 def location_of(verification: Verification) -> str:
