@@ -39,9 +39,10 @@ REVIEW_PAGE_BOUND = 10
 #: The decision POST (FAIL), which also claims and opens the next item (``claims``' statements, not counted apart):
 #: the session, the user and its permissions; the lock and the read after it (replay, lease, head, membership, key:
 #: pipelined in one round trip on PostgreSQL; the view reads nothing before them); the rails; the receipt; the head
-#: columns; the record and its security-log entry; the lease's end; the event (with the feed's lock); the next claim
-#: (``claims``: on SQLite statement by statement); the session's save (the review loop's progress changed it).
-DECIDE_BOUND = {"sqlite": 17, "postgresql": 16}
+#: columns; the record and its security-log entry; the lease's end; the event (on PostgreSQL the feed's lock and the
+#: INSERT in one statement, no savepoint of its own); the next claim (``claims``: on SQLite statement by statement);
+#: the session's save (the review loop's progress changed it).
+DECIDE_BOUND = {"sqlite": 17, "postgresql": 15}
 
 _TRANSACTION_CONTROL = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
 _REQUEST_KEY = re.compile(r'name="request_key" value="([^"]+)"')

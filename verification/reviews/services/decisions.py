@@ -360,7 +360,7 @@ def _decide_locked(
         record = _record(request_key, locked, user, actor, action, rationale, cited, now)
         Verification.objects.filter(pk=locked.pk).update(awaiting_evidence=True)
         _lease_done(locked, user, now, END_EVIDENCE_REQUESTED)
-        events.event_emit(
+        events.event_append(  # the decision's transaction holds it: no savepoint of its own
             kind=events.EVIDENCE_REQUESTED,
             verification=locked,
             payload={
@@ -414,7 +414,7 @@ def _decide_locked(
     )
     record = _record(request_key, locked, user, actor, action, rationale, outcome.cited_evidence_ids, now, receipt)
     _lease_done(locked, user, now, END_DECIDED)
-    events.event_emit(
+    events.event_append(  # the last write of the decision's transaction (review_decide holds it)
         kind=events.VERIFICATION_DECIDED,
         verification=locked,
         payload={
