@@ -77,7 +77,7 @@ import os
 from reviewportal.settings import *  # noqa: F403
 
 CELERY_TASK_DEFAULT_QUEUE = os.environ["BENCH_API_QUEUE"]
-if os.environ.get("BENCH_API_CONN_MAX_AGE"):  # an experiment: persistent connections (the portal's default: none)
+if os.environ.get("BENCH_API_CONN_MAX_AGE"):  # an experiment: another connection age than the portal's (60 s)
     DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["BENCH_API_CONN_MAX_AGE"])  # noqa: F405
 '''
 #: What the started processes must not inherit from this one (they get the benchmark's own values).
@@ -498,7 +498,7 @@ def _report(figures: Figures, server: str, names: list[str]) -> str:
         f"server: {server} on 127.0.0.1; up to {CELERY_WORKERS} workers `celery worker --pool=prefork "
         f"--concurrency=1` on Redis; PostgreSQL scratch database; os.cpu_count() = {cpus}, shared by all of them, "
         f"the client threads and the machine's other jobs; CONN_MAX_AGE "
-        f"{os.environ.get('BENCH_API_CONN_MAX_AGE') or 'as the portal sets it (0: a connection per request and task)'}",
+        f"{os.environ.get('BENCH_API_CONN_MAX_AGE') or 'as the portal sets it (60 s by default)'}",
         f"what the CPUs allow: {cpus} CPUs, so up to k = {cpus} workers can each run on a CPU of their own (the web "
         "server, PostgreSQL, Redis and the client threads use the same CPUs); the target applies to k = "
         f"{', '.join(within) or '(none)'}"
