@@ -68,17 +68,31 @@ def send(alias: str, sql: str, params: Sequence[Any], *, prepared: bool, rows: b
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if rows else int(cursor.rowcount)
+    started = time.monotonic()
+    with conn.wrap_database_errors, raw_cursor(conn) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        found = cursor.fetchall() if rows else int(cursor.rowcount)
+    log_sent(conn, (sql,), started)
+    return found
+
+
+def raw_cursor(conn: Any) -> Any:
+    """A psycopg cursor with server-side binding on Django's connection ``conn`` (PostgreSQL), for statements sent
+    past Django's cursor (prepared, or pipelined); ``log_sent`` puts them on ``connection.queries``."""
     import psycopg
 
     conn.ensure_connection()
     conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
-    started = time.monotonic()
-    with conn.wrap_database_errors, psycopg.Cursor(conn.connection) as cursor:
-        cursor.execute(sql, params, prepare=True)
-        found = cursor.fetchall() if rows else int(cursor.rowcount)
+    return psycopg.Cursor(conn.connection)
+
+
+def log_sent(conn: Any, statements: Sequence[str], started: float) -> None:
+    """Put statements sent past Django's cursor (``raw_cursor``) on ``conn.queries`` when Django records them (DEBUG,
+    ``CaptureQueriesContext``), with the time since ``started`` (``time.monotonic``)."""
     if conn.queries_logged:
-        conn.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
-    return found
+        took = f"{time.monotonic() - started:.3f}"
+        for sql in statements:
+            conn.queries_log.append({"sql": sql, "time": took})
 
 
 class Compiled:

@@ -21,6 +21,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Subquery
 from django.db.models.expressions import RawSQL
 
 from verification.actors.models import Actor
+from verification.compiled import log_sent, raw_cursor
 from verification.reviews.models import ReviewLease
 from verification.runs.cycle_workers import rails_certainly_refuse, rails_uncertain
 from verification.runs.models import Verification
@@ -157,25 +158,6 @@ def judge_params(compiled: JudgeSQL, **arguments: Any) -> list[Any]:
     return values
 
 
-def psycopg_cursor() -> Any:
-    """A psycopg cursor with server-side binding on Django's connection (PostgreSQL), for statements sent prepared
-    (when the connection allows it, settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS): planning the rails' SQL form costs
-    far more than running it (~8 ms against ~0.3 ms at 100,000 verifications), and its plan does not depend on the
-    values."""
-    import psycopg
-
-    connection.ensure_connection()
-    connection.validate_no_broken_transaction()  # what Django's cursor checks before every statement
-    return psycopg.Cursor(connection.connection)
-
-
-def logged(sql: str, started: float) -> None:
-    """Put a statement sent past Django's cursor on ``connection.queries`` when Django records them (DEBUG,
-    ``CaptureQueriesContext``)."""
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
-
-
 def judge_in_sql() -> bool:
     """Whether the rails' SQL form judges candidates: everywhere but on a PostgreSQL connection that prepares no
     statement (behind a pooler, settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS off), where planning it on every claim
@@ -193,10 +175,10 @@ def judged(pk: Any, user: Any) -> tuple[bool, bool]:
     params = judge_params(compiled, user=user.pk, pk=pk)
     if connection.vendor == "postgresql":
         started = time.monotonic()
-        with connection.wrap_database_errors, psycopg_cursor() as cursor:
+        with connection.wrap_database_errors, raw_cursor(connection) as cursor:
             cursor.execute(compiled[0], params, prepare=True)
             row = cursor.fetchone()
-        logged(compiled[0], started)
+        log_sent(connection, (compiled[0],), started)
     else:
         with connection.cursor() as cursor:
             cursor.execute(compiled[0], params)

@@ -30,6 +30,7 @@ from django.utils import timezone
 from verification.actors.models import Actor
 from verification.actors.roles import DECIDE_VERIFICATION
 from verification.actors.services.actors import actor_for_user, kernel_actor
+from verification.compiled import log_sent, raw_cursor
 from verification.errors import NotFound, PermissionRefused, ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.errors import DecisionRefused, KernelError
@@ -45,8 +46,6 @@ from verification.reviews.services.claim_sql import (
     judge_params,
     judge_sql,
     judged,
-    logged,
-    psycopg_cursor,
 )
 from verification.runs.cycle_workers import CycleWorkers, cycle_workers
 from verification.runs.models import Task, Verification
@@ -299,7 +298,7 @@ def _send(
     sql, params = _one_statement_sql(user, now, compiled)
     judge = judge_sql("lease") if judge_in_sql() else None
     started = time.monotonic()
-    with connection.wrap_database_errors, psycopg_cursor() as claim, psycopg_cursor() as judgement:
+    with connection.wrap_database_errors, raw_cursor(connection) as claim, raw_cursor(connection) as judgement:
         with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
             if begin:
                 psycopg.Cursor(connection.connection).execute("BEGIN")
@@ -310,9 +309,7 @@ def _send(
                 )
         row = claim.fetchone()
         verdicts = {pk: (flag(r), flag(s)) for pk, r, s in judgement.fetchall()} if judge is not None else {}
-    logged(sql, started)
-    if judge is not None:
-        logged(judge[0], started)
+    log_sent(connection, (sql,) if judge is None else (sql, judge[0]), started)
     if row is None:
         return None, False, (False, False)
     candidate = _candidate(row)

@@ -30,7 +30,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe, Related
+from verification.compiled import Compiled, Probe, Related, log_sent, raw_cursor
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -46,7 +46,6 @@ from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Verdict
 from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
 from verification.reviews.selectors import forget_queue_counts, queue_member_q
-from verification.reviews.services.claim_sql import logged, psycopg_cursor
 from verification.reviews.services.claims import (
     END_DECIDED,
     END_EVIDENCE_REQUESTED,
@@ -199,13 +198,12 @@ def _pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[
     statements = [query.statement(**arguments) for query, arguments in queries]
     started = time.monotonic()
     with connection.wrap_database_errors:
-        cursors = [psycopg_cursor() for _ in statements]
+        cursors = [raw_cursor(connection) for _ in statements]
         with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
             for cursor, (sql, params) in zip(cursors, statements, strict=True):
                 cursor.execute(sql, params, prepare=True)
         fetched = [cursor.fetchall() for cursor in cursors]
-    for sql, _ in statements:
-        logged(sql, started)
+    log_sent(connection, [sql for sql, _ in statements], started)
     return [query.converted(rows) for (query, _), rows in zip(queries, fetched, strict=True)]
 
 

@@ -19,6 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from verification.compiled import log_sent, raw_cursor, send
 from verification.db_guards import AppendOnlyError
 from verification.errors import NotFound
 from verification.kernel.chain import content_hash_of, is_hex_hash, sign_entry
@@ -120,24 +121,6 @@ def _build_statements(conn: BaseDatabaseWrapper) -> _Statements:
     )
 
 
-def _psycopg_connection(conn: BaseDatabaseWrapper) -> Any | None:
-    """The psycopg connection under Django's on PostgreSQL (the hot path talks to it directly), else None."""
-    if conn.vendor != "postgresql":
-        return None
-    conn.ensure_connection()
-    conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
-    return conn.connection
-
-
-def _log_statements(conn: BaseDatabaseWrapper, statements: tuple[str, ...], started: float) -> None:
-    """Record statements sent past Django's cursor in ``connection.queries`` when Django records queries (DEBUG,
-    ``CaptureQueriesContext``), so they stay visible there."""
-    if conn.queries_logged:
-        took = f"{time.monotonic() - started:.3f}"
-        for sql in statements:
-            conn.queries_log.append({"sql": sql, "time": took})
-
-
 def _lock_chain(conn: BaseDatabaseWrapper, verification_pk: uuid.UUID) -> tuple[_Locked, str, int, str | None]:
     """Lock the chain and read its head and the active key: ``(verification, key_id, next seq, prev_hash)``.
 
@@ -149,22 +132,21 @@ def _lock_chain(conn: BaseDatabaseWrapper, verification_pk: uuid.UUID) -> tuple[
     sql = _statements(conn)
     pk = Verification._meta.get_field("id").get_db_prep_value(verification_pk, conn)
     active = SigningKey.Status.ACTIVE.value
-    raw = _psycopg_connection(conn)
-    if raw is not None:
+    if conn.vendor == "postgresql":
         import psycopg
 
         started = time.monotonic()
         with conn.wrap_database_errors:
-            lock, state = psycopg.Cursor(raw), psycopg.Cursor(raw)
+            lock, state = raw_cursor(conn), raw_cursor(conn)
             # One round trip, still two statements: pipelined, the server runs them one after the other, and the
             # second takes its READ COMMITTED snapshot when it starts, i.e. after the lock is granted. Server-side
             # binding, prepared when the connection allows it (settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS):
             # planning these two statements costs more than running them.
-            with raw.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+            with conn.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
                 lock.execute(sql.lock, [pk], prepare=True)
                 state.execute(sql.state, [pk, pk, active], prepare=True)
             found, head = lock.fetchone(), state.fetchone()
-        _log_statements(conn, (sql.lock, sql.state), started)
+        log_sent(conn, (sql.lock, sql.state), started)
     else:
         with conn.cursor() as cursor:
             cursor.execute(sql.lock, [pk])
@@ -290,16 +272,6 @@ def _insert(conn: BaseDatabaseWrapper, receipt: Receipt) -> None:
         raise AppendOnlyError("a stored receipt cannot be inserted again")
     sql = _statements(conn)
     values = [f.get_db_prep_save(getattr(receipt, f.attname), conn) for f in sql.fields]
-    raw = _psycopg_connection(conn)
-    if raw is not None:
-        import psycopg
-
-        started = time.monotonic()
-        with conn.wrap_database_errors:
-            psycopg.Cursor(raw).execute(sql.insert, values, prepare=True)
-        _log_statements(conn, (sql.insert,), started)
-    else:
-        with conn.cursor() as cursor:
-            cursor.execute(sql.insert, values)
+    send(conn.alias, sql.insert, values, prepared=True, rows=False)
     receipt._state.adding = False
     receipt._state.db = conn.alias
