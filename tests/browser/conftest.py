@@ -43,6 +43,19 @@ ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"  # git-ignored
 
 
+def expect(target: Any) -> Any:
+    """Playwright's web-first assertion (it retries until the timeout), imported when used.
+
+    Waits go through locators, never ``page.wait_for_function``: that one re-evaluates its expression with ``eval``
+    on every poll after the first, which the portal's enforced CSP (``script-src 'self'``) blocks, so a condition not
+    already true at the first check fails with an EvalError instead of waiting (CI, 2026-12-02).
+    tests/browser/test_waits.py keeps it out.
+    """
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
     """Debian's Chromium, headless, never a downloaded browser."""

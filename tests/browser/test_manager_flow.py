@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Console
+from tests.browser.conftest import Console, expect
 from tests.history.conftest import Story, decide, story  # noqa: F401 - the fixture, by name
 from tests.portal.conftest import Queue
 from verification.reviews.models import FindingEvent
@@ -50,7 +50,7 @@ def test_a_manager_filters_shares_reads_a_timeline_closes_a_finding_and_exports(
     page.select_option('select[name="determination"]', "not_met")
     page.click("[data-apply-filters]")
     page.wait_for_url(re.compile(r".*/history/\?determination=not_met&flagged=true$"))
-    page.wait_for_function("document.querySelectorAll('[data-history-row]').length === 1")
+    expect(page.locator("[data-history-row]")).to_have_count(1)
     shown = _rows(page)
     assert shown == [str(drift.pk)]
     page.screenshot(path=str(artifacts / "history-filtered.png"), full_page=True)

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from tests.browser.conftest import Console
+from tests.browser.conftest import Console, expect
 from tests.portal.conftest import PASSWORD, ensure_roles
 from verification.actors.models import ApiToken
 from verification.reviews.models import Finding, ReviewDecision, ReviewLease
@@ -49,7 +49,7 @@ def test_the_demo_reviewer_clears_the_queue_by_keyboard_never_sees_the_trap_and_
     page = console.watch(new_context().new_page())
     sign_in(page, demo["users"]["reviewer"])
     page.goto(f"{live_server.url}/queue/")
-    page.wait_for_function("document.documentElement.dataset.portalJs === 'ready'")
+    expect(page.locator("html")).to_have_attribute("data-portal-js", "ready")
     seen: list[str] = []
     with page.expect_navigation():
         page.keyboard.press("c")
@@ -72,7 +72,7 @@ def test_the_demo_reviewer_clears_the_queue_by_keyboard_never_sees_the_trap_and_
     other = console.watch(new_context().new_page())  # the second reviewer clears the trap
     sign_in(other, demo["users"]["reviewer2"])
     other.goto(f"{live_server.url}/queue/")
-    other.wait_for_function("document.documentElement.dataset.portalJs === 'ready'")
+    expect(other.locator("html")).to_have_attribute("data-portal-js", "ready")
     with other.expect_navigation():
         other.keyboard.press("c")
     assert other.url.endswith(f"/review/{demo['trap'].pk}/")

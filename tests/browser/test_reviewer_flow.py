@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Console
+from tests.browser.conftest import Console, expect
 from tests.portal.conftest import Queue
 from verification.reviews.models import ReviewLease
 from verification.runs.models import Verification
@@ -164,7 +164,7 @@ def test_the_queue_poll_pauses_while_the_tab_is_hidden(
     console.watch(page)
     sign_in(page, reviewer)
     page.goto(f"{live_server.url}/queue/")
-    page.wait_for_function("window.htmx !== undefined && document.documentElement.dataset.portalJs === 'ready'")
+    expect(page.locator("html")).to_have_attribute("data-portal-js", "ready")  # our static script ran, after htmx
     polls: list[str] = []
     page.on("request", lambda request: polls.append(request.url) if request.headers.get("hx-request") else None)
     with page.expect_response(re.compile(r".*/queue/.*")):
@@ -179,7 +179,7 @@ def test_the_queue_poll_pauses_while_the_tab_is_hidden(
     page.evaluate("Object.defineProperty(document, 'hidden', {value: false, configurable: true})")
     with page.expect_response(re.compile(r".*/queue/.*")):
         page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")  # shown again: refresh at once
-    page.wait_for_function("document.querySelector('[data-queue-total]').textContent === '2'")
+    expect(page.locator("[data-queue-total]")).to_have_text("2")
     assert len(polls) == 2
 
 
@@ -193,7 +193,7 @@ def test_an_inline_script_is_blocked_by_the_csp(live_server: Any, page: Any) -> 
     messages: list[str] = []
     page.on("console", lambda message: messages.append(message.text) if message.type == "error" else None)
     page.goto(f"{live_server.url}/_testing/csp-canary/")
-    page.wait_for_function("document.documentElement.dataset.portalJs === 'ready'")  # our static script ran
+    expect(page.locator("html")).to_have_attribute("data-portal-js", "ready")  # our static script ran
     assert page.title() == "CSP canary"
     assert page.locator("#canary").inner_text() == "CSP canary"  # the inline script did not run
     violations = page.evaluate("window.__violations")
@@ -223,6 +223,6 @@ def test_the_open_review_page_renews_its_lease(
     with page.expect_response(re.compile(rf".*/review/{item.pk}/renew$")) as renewal:
         page.clock.run_for(every * 1000 + 1000)
     assert renewal.value.status == 200
-    page.wait_for_function("document.querySelector('[data-lease-status]').textContent.startsWith('Yours until')")
+    expect(page.locator("[data-lease-status]")).to_have_text(re.compile(r"^\s*Yours until"))
     lease = ReviewLease.objects.get(verification=item)
     assert lease.expires_at > timezone.now() + timedelta(minutes=14)
