@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -71,13 +72,19 @@ def test_without_a_broker_there_is_no_channel_and_the_eager_run_answers_in_the_r
     assert answered.status_code == 200 and answered.json()["status"] == "succeeded"
 
 
-@pytest.mark.broker
-def test_redis_pubsub_delivers_the_announcement_made_after_subscribing(settings: Any) -> None:
+@pytest.fixture
+def redis_broker(settings: Any) -> str:
+    """The configured broker, when it is Redis, with runs no longer eager: ``run_signal`` announces on it."""
     broker = os.environ["CELERY_BROKER_URL"]
     if not broker.startswith(("redis://", "rediss://")):
         pytest.skip("the broker is not Redis")
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.CELERY_BROKER_URL = broker
+    return broker
+
+
+@pytest.mark.broker
+def test_redis_pubsub_delivers_the_announcement_made_after_subscribing(redis_broker: str) -> None:
     assert run_signal.mode() == "redis"
     mine, other = uuid.uuid4(), uuid.uuid4()
     with run_signal.subscription(mine) as wait:
@@ -86,6 +93,28 @@ def test_redis_pubsub_delivers_the_announcement_made_after_subscribing(settings:
         assert wait(0.05) is False  # another verification's run does not wake this waiter
         run_signal.announce(mine)
         assert wait(5.0) is True
+
+
+@pytest.mark.broker
+def test_the_redis_announcement_carries_the_time_it_was_made(redis_broker: str) -> None:
+    """The message is the wall-clock time of the announcement, after the commit (the wait benchmark's reference)."""
+    import redis
+
+    mine = uuid.uuid4()
+    pubsub = redis.Redis.from_url(redis_broker).pubsub(ignore_subscribe_messages=True)
+    try:
+        pubsub.subscribe(f"{run_signal.CHANNEL_PREFIX}{mine}")
+        before = time.time()
+        run_signal.announce(mine)
+        after = time.time()
+        message = None
+        deadline = time.monotonic() + 5
+        while message is None and time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=1.0)
+    finally:
+        pubsub.close()
+    assert message is not None and message["channel"] == f"{run_signal.CHANNEL_PREFIX}{mine}".encode()
+    assert before <= float(message["data"]) <= after
 
 
 @pytest.mark.postgres

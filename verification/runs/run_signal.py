@@ -3,7 +3,9 @@
 Without a broker the run is eager: it finishes inside the submitting request, before the view waits at all. With a
 broker a Celery worker runs it, and the waiting request is woken by a notification sent after the run's commit:
 
-- a Redis broker (``redis://``, ``rediss://``): Redis pub/sub on the broker, channel ``reviewportal:run:<id>``;
+- a Redis broker (``redis://``, ``rediss://``): Redis pub/sub on the broker, channel ``reviewportal:run:<id>``, the
+  message the wall-clock time (Unix seconds) at which the announcement was made, after the commit returned (waiters
+  ignore it; ``bench/bench_wait.py`` measures each answer from it);
 - any other broker on PostgreSQL: ``NOTIFY reviewportal_run, '<id>'`` (the waiter ``LISTEN``s on a connection of
   its own; a notification is delivered when the notifying transaction commits).
 
@@ -74,7 +76,7 @@ def announce(verification_id: uuid.UUID | str) -> None:
         return
     try:
         if which == "redis":
-            _redis(str(_redis_url())).publish(f"{CHANNEL_PREFIX}{verification_id}", "1")
+            _redis(str(_redis_url())).publish(f"{CHANNEL_PREFIX}{verification_id}", f"{time.time():.6f}")
         else:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_notify(%s, %s)", [PG_CHANNEL, str(verification_id)])

@@ -39,6 +39,31 @@ def verification_get(verification_id: str | uuid.UUID) -> Verification | None:
     return Verification.objects.filter(pk=pk).first()
 
 
+#: A verification with its submitter and contract rubric (what its API view reads), from one row.
+_VERIFICATION_ROW: Final = Related(Verification, ("submitted_by", "rubric"))
+
+
+def _verification_query(verification_pk: uuid.UUID) -> QuerySet[Verification, tuple[object, ...]]:
+    return Verification.objects.filter(pk=verification_pk).values_list(*_VERIFICATION_ROW.columns())
+
+
+#: ``verification_read``'s query compiled once: a wait_ms submission reads it when its run's announcement wakes it.
+_VERIFICATION_READ: Final = Compiled(
+    "verification-read",
+    Verification,
+    _verification_query,
+    {"verification_pk": Probe.key_of(Verification)},
+    prepared=True,
+)
+
+
+def verification_read(verification_pk: uuid.UUID) -> Verification | None:
+    """The verification as committed now, with ``submitted_by`` and ``rubric`` loaded (as ``select_related`` would),
+    in one statement compiled once; None when there is none."""
+    rows = _VERIFICATION_READ.rows(verification_pk=verification_pk)
+    return _VERIFICATION_ROW.root(rows[0]) if rows else None
+
+
 def task_get(task_id: str | uuid.UUID) -> Task | None:
     """The task with this id, or None (also for a string that is not a UUID)."""
     try:

@@ -12,6 +12,7 @@ from typing import Any, Final
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from verification.compiled import Compiled, Probe, Related
 from verification.errors import ServiceError
 from verification.kernel import limits
 from verification.kernel.canonical import loads_strict
@@ -45,9 +46,24 @@ def receipts_of(verification: Verification) -> QuerySet[Receipt]:
     return Receipt.objects.filter(verification=verification).order_by("seq")
 
 
+#: A receipt from one row of a compiled ``values_list`` (every concrete column).
+_RECEIPT_ROW: Final = Related(Receipt)
+
+
+def _head_query(verification_pk: Any) -> QuerySet[Receipt, tuple[Any, ...]]:
+    receipts = Receipt.objects.filter(verification_id=verification_pk).order_by("-seq")
+    return receipts.values_list(*_RECEIPT_ROW.columns())[:1]
+
+
+#: ``head_of``'s query compiled once (``verification.compiled``): every read of a verification's state asks it (the
+#: API's view of a verification, the wait_ms wake-up, the review page), and compiling it cost more than running it.
+_HEAD: Final = Compiled("head-of", Receipt, _head_query, {"verification_pk": Probe.key_of(Verification)}, prepared=True)
+
+
 def head_of(verification: Verification) -> Receipt | None:
     """The last receipt of the chain (the head), or None while the chain is empty."""
-    return Receipt.objects.filter(verification=verification).order_by("-seq").first()
+    rows = _HEAD.rows(verification_pk=verification.pk)
+    return _RECEIPT_ROW.root(rows[0]) if rows else None
 
 
 def _entry(seq: int, key_id: str, prev_hash: str | None, content_hash: str, signature: str, envelope: str) -> Entry:
