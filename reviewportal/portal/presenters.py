@@ -32,7 +32,10 @@ from verification.trust.models import Receipt
 
 @dataclass(frozen=True)
 class QueueRow:
-    """One queue row as shown: who, why (the code as read and its words), which authority, how old, who holds it."""
+    """One queue row as shown: who, why (the code as read and its words), which authority, how old, who holds it.
+
+    Each cell's text is made here, once, and the template reads one attribute per cell (issue 15: chained lookups
+    and filters over 50 rows were a third of the queue page's time)."""
 
     verification: Verification
     rank: int
@@ -47,10 +50,30 @@ class QueueRow:
     url: str  # its review page
     short_id: str  # the first 8 characters of its id
     submitted_iso: str  # when it was submitted, ISO 8601 in the current time zone
+    pk: str = ""  # its id
+    title: str = ""  # its task's title, or "(no task)"
+    cycle_text: str = ""  # its cycle, or "–"
+    holder_pk: Any = None
+    holder_name: str = ""
+    lease_until: str = ""  # when the holder's lease runs out, HH:MM in the current time zone
 
     @property
     def rank_name(self) -> str:
         return RANK_NAMES[self.rank]
+
+    @property
+    def rank_note(self) -> str:
+        """The rank's name when it is not the verdict's (an expired PENDING ranks as such), else empty."""
+        name = self.rank_name
+        return "" if name == self.verdict else name
+
+    @property
+    def verdict_class(self) -> str:
+        return self.verdict.lower()
+
+    @property
+    def authority_text(self) -> str:
+        return self.authority or "–"
 
     @property
     def age_text(self) -> str:
@@ -97,6 +120,12 @@ def _queue_row(item: QueueItem, now: datetime, url_of: Callable[[Any], str]) -> 
         url=url_of(v.pk),
         short_id=str(v.pk)[:8],
         submitted_iso=timezone.localtime(v.submitted_at).isoformat(),
+        pk=str(v.pk),
+        title=(v.task.title if v.task is not None else "") or "(no task)",
+        cycle_text=str(v.cycle) if v.cycle else "–",
+        holder_pk=lease.holder.pk if lease is not None else None,
+        holder_name=lease.holder.get_username() if lease is not None else "",
+        lease_until=timezone.localtime(lease.expires_at).strftime("%H:%M") if lease is not None else "",
     )
 
 

@@ -148,16 +148,44 @@ def _subject(verification_id: Any, now: datetime) -> _Subject | None:
     return _Subject(verification, head, held, bool(member), newer_pk)
 
 
+# The page's other reads, each compiled once (``verification.compiled``) and sent prepared: a lookup by the
+# verification's key whose plan does not depend on it; compiling them through the ORM on every page cost more than
+# running them (issue 15: the review page opens every "Next item" and follows every decision).
+
+def _of_verification(name: str, model: type[Any], related: Related, *order: str) -> Compiled:
+    """``model``'s rows of one verification in ``order``, each with ``related``'s relations, compiled once."""
+    return Compiled(
+        name,
+        model,
+        lambda verification_pk: model.objects.filter(verification_id=verification_pk)
+        .order_by(*order)
+        .values_list(*related.columns()),
+        {"verification_pk": Probe.key_of(Verification)},
+        prepared=True,
+    )
+
+
+#: A binding with its item and the item's admitter, as ``select_related`` would load them, from one row; an arrived
+#: result with its actor; a decision with the reviewer and the receipt it signed.
+_BINDING_RELATED: Final = Related(VerificationEvidence, ("evidence", "evidence__admitted_by"))
+_JUDGMENT_RELATED: Final = Related(ArrivedResult, ("actor",))
+_DECISION_RELATED: Final = Related(ReviewDecision, ("user", "receipt"))
+_BINDINGS: Final = _of_verification("review-bindings", VerificationEvidence, _BINDING_RELATED, "symbol")
+_JUDGMENTS: Final = _of_verification("review-judgments", ArrivedResult, _JUDGMENT_RELATED, "received_at", "id")
+_DECISIONS: Final = _of_verification("review-decisions", ReviewDecision, _DECISION_RELATED, "id")
+
+
+def decisions_of(verification: Verification) -> list[ReviewDecision]:
+    """The decisions recorded on ``verification``, oldest first, each with its reviewer and receipt."""
+    return [_DECISION_RELATED.root(row) for row in _DECISIONS.rows(verification_pk=verification.pk)]
+
+
 def bound_evidence(verification: Verification, payload: Mapping[str, Any], now: datetime) -> list[BoundEvidence]:
     """The items bound to ``verification``, by symbol, each read now (``read_evidence``)."""
     signed = {str(e.get("id")): e for e in payload.get("evidence", ())}
-    bindings = (
-        VerificationEvidence.objects.filter(verification=verification)
-        .select_related("evidence", "evidence__admitted_by")
-        .order_by("symbol")
-    )
     out: list[BoundEvidence] = []
-    for binding in bindings:
+    for row in _BINDINGS.rows(verification_pk=verification.pk):
+        binding = _BINDING_RELATED.root(row)
         evidence = binding.evidence
         fresh = freshness(
             collected_at=evidence.collected_at,
@@ -172,7 +200,9 @@ def bound_evidence(verification: Verification, payload: Mapping[str, Any], now: 
 def semantic_judgments(verification: Verification, outcome: Outcome | None) -> list[ArrivedResult]:
     """The results that arrived for the semantic criteria of ``outcome``, oldest first."""
     semantic = {c.criterion_id for c in outcome.criteria if c.semantic} if outcome is not None else set()
-    rows = ArrivedResult.objects.filter(verification=verification).select_related("actor").order_by("received_at", "id")
+    if not semantic:  # no semantic criterion: nothing to show, nothing to read
+        return []
+    rows = (_JUDGMENT_RELATED.root(row) for row in _JUDGMENTS.rows(verification_pk=verification.pk))
     return [row for row in rows if row.criterion_id in semantic]
 
 
@@ -223,9 +253,7 @@ def review_item_of(verification_id: Any, *, now: datetime) -> ReviewItem | None:
         judgments=semantic_judgments(verification, outcome),
         chain=verify_chain(verification, head),
         lease=subject.lease,
-        decisions=list(
-            ReviewDecision.objects.filter(verification=verification).select_related("user", "receipt").order_by("id")
-        ),
+        decisions=decisions_of(verification),
         in_queue=subject.in_queue,
         superseded_by=Verification.objects.filter(pk=newer).first() if newer is not None else None,
     )

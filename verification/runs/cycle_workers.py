@@ -23,8 +23,7 @@ less exactly than the kernel) it decides an item in the claim's own statement: r
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,7 +47,7 @@ from django.db.models.lookups import Exact, Range
 
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import PORTAL_ACTOR_NAME, PORTAL_BOUNDARY, boundaries_from, kernel_actor
-from verification.compiled import send
+from verification.compiled import Compiled, Probe
 from verification.kernel import actors as kactors
 from verification.kernel.contracts import Claim as KernelClaim
 from verification.kernel.rails import Link as KernelLink
@@ -230,84 +229,20 @@ def _workers_query(task: Any, cycle: Any, reviewer: Any = None) -> QuerySet[Any]
     return parts[0].union(*parts[1:], all=True).order_by("w_src", "w_seq")
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    """The one query as SQL text with its parameters, where each argument's go, and the output fields whose database
-    converters its rows need (SQLite's datetimes and booleans)."""
-
-    sql: str
-    params: tuple[Any, ...]
-    positions: dict[str, tuple[int, ...]]
-    outputs: tuple[Any, ...]
-
-
-#: Per (connection alias, vendor, with a reviewer): compiled once, then run with its arguments in its parameters.
-_COMPILED: dict[tuple[str, str, bool], _Compiled] = {}
-#: Two probe values per argument, and each one's database form.
-_PROBES: Final[dict[str, tuple[Any, Any]]] = {
-    "task": (uuid.UUID(int=0xC0FFEE01), uuid.UUID(int=0xC0FFEE02)),
-    "cycle": (1_000_003, 1_000_004),
-    "reviewer": (1_000_005, 1_000_006),
-}
-
-
-def _param(name: str, value: Any) -> Any:
-    if name == "task":
-        return Claim._meta.get_field("task").get_db_prep_value(value, connection)
-    return value
-
-
-def _compiled(with_reviewer: bool) -> _Compiled:
-    """``_workers_query`` compiled once per connection alias and vendor: compiled with the first probe of every
-    argument, then with each argument's second, the parameters that differ are exactly that argument's (each checked
-    to be its probe's database form; the SQL text must not change)."""
-    key = (connection.alias, connection.vendor, with_reviewer)
-    found = _COMPILED.get(key)
-    if found is not None:
-        return found
-    names = ("task", "cycle", "reviewer") if with_reviewer else ("task", "cycle")
-    first = {name: _PROBES[name][0] for name in names}
-    compiler = _workers_query(**first).query.get_compiler(using=connection.alias)
-    sql, base = compiler.as_sql()
-    positions: dict[str, tuple[int, ...]] = {}
-    for name in names:
-        other = _workers_query(**{**first, name: _PROBES[name][1]}).query.get_compiler(using=connection.alias)
-        other_sql, params = other.as_sql()
-        at = tuple(i for i, (a, b) in enumerate(zip(base, params, strict=True)) if a != b)
-        a, b = (_param(name, probe) for probe in _PROBES[name])
-        if other_sql != sql or not at or any(base[i] != a or params[i] != b for i in at):
-            raise AssertionError(f"cycle_workers: the query's {name} is not a plain parameter")  # noqa: TRY003
-        positions[name] = at
-    outputs = tuple(expr.output_field for expr, _, _ in compiler.select)
-    found = _Compiled(sql, tuple(base), positions, outputs)
-    _COMPILED[key] = found
-    return found
+#: ``_workers_query`` compiled once per database (``verification.compiled``: each argument a plain parameter, checked
+#: with two probes), without and with a reviewer, and sent prepared (a plan by key).
+_PROBES: Final = {"task": Probe.key_of(Task), "cycle": Probe(1_000_003, 1_000_004)}
+_WORKERS: Final = Compiled(
+    "cycle-workers", Claim, lambda task, cycle: _workers_query(task, cycle), _PROBES, prepared=True
+)
+_WORKERS_AND_REVIEWER: Final = Compiled(
+    "cycle-workers-reviewer", Claim, _workers_query, {**_PROBES, "reviewer": Probe(1_000_005, 1_000_006)}, prepared=True
+)
 
 
 def _rows(**arguments: Any) -> Iterable[tuple[Any, ...]]:
     """The one query's rows for ``arguments`` (task pk, cycle and optionally reviewer pk), in Python's types."""
-    compiled = _compiled("reviewer" in arguments)
-    params = list(compiled.params)
-    for name, value in arguments.items():
-        param = _param(name, value)
-        for i in compiled.positions[name]:
-            params[i] = param
-    rows = send(connection.alias, compiled.sql, params, prepared=True, rows=True)  # a plan by key: sent prepared
-    converters: list[tuple[int, list[Callable[..., Any]]]] = []
-    for i, output in enumerate(compiled.outputs):
-        found = connection.ops.get_db_converters(Value(None, output)) + output.get_db_converters(connection)
-        if found:
-            converters.append((i, found))
-    if not converters:
-        return rows
-    converted = []
-    for row in rows:
-        values = list(row)
-        for i, functions in converters:
-            for function in functions:
-                values[i] = function(values[i], compiled.outputs[i], connection)
-        converted.append(values)
-    return converted
+    return (_WORKERS_AND_REVIEWER if "reviewer" in arguments else _WORKERS).rows(**arguments)
 
 
 def cycle_workers(task: Task, cycle: int, *, reviewer: Any = None) -> CycleWorkers:

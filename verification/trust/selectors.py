@@ -86,6 +86,18 @@ def entry_of(receipt: Receipt) -> Entry:
     )
 
 
+#: ``proof_for``'s read, compiled once and sent prepared (the review page verifies the chain it shows on every open).
+_WIRE_ROWS: Final = Compiled(
+    "proof-rows",
+    Receipt,
+    lambda verification_pk: Receipt.objects.filter(verification_id=verification_pk)
+    .order_by()
+    .values_list(*WIRE_COLUMNS),
+    {"verification_pk": Probe.key_of(Verification)},
+    prepared=True,
+)
+
+
 def proof_for(verification: Verification) -> dict[str, Any] | None:
     """The proof document of a verification (SPEC §7) with the server-served head; None while the chain is empty.
 
@@ -97,7 +109,7 @@ def proof_for(verification: Verification) -> dict[str, Any] | None:
     # Only the wire columns (chains can be long), in the database's order and sorted here: with ORDER BY seq,
     # PostgreSQL may sort the wide rows (spilling 11 MB to disk for 10,000 entries when it expects a short chain)
     # where sorting the fetched tuples by seq costs a millisecond (they mostly arrive in order).
-    rows = list(Receipt.objects.filter(verification=verification).order_by().values_list(*WIRE_COLUMNS))
+    rows = _WIRE_ROWS.rows(verification_pk=verification.pk)
     rows.sort(key=itemgetter(0))
     entries = wire_entries(rows)
     if not entries:
