@@ -9,14 +9,17 @@ again; permission names come from ``verification.actors.roles``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpResponse
+
+from verification.compiled import Compiled, Probe, Related
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
 
@@ -44,19 +47,57 @@ def requires(permission: str) -> Callable[[View], View]:
     return requiring(lambda user: has_permission(user, permission))
 
 
+_User = get_user_model()
+#: The signed-in user's row (every concrete column, as ``ModelBackend.get_user``'s ``get`` reads it).
+_USER_ROW: Final = Related(_User)
+_USER_KEY: Final = Probe(1_000_007, 1_000_008, _User._meta.pk)
+_PERMISSION_COLUMNS: Final = ("content_type__app_label", "codename")
+
+# The reads every signed-in request makes, each compiled once and sent prepared (``verification.compiled``): compiling
+# them through the ORM on every request cost more than running them (issue 15, the reviewer actions).
+_USER: Final = Compiled(
+    "auth-user",
+    _User,
+    lambda user_pk: _User._default_manager.filter(pk=user_pk).values_list(*_USER_ROW.columns()),
+    {"user_pk": _USER_KEY},
+    prepared=True,
+)
+_PERMISSIONS_HELD: Final = Compiled(
+    "auth-permissions-held",
+    Permission,
+    lambda user_pk: Permission.objects.filter(Q(user=user_pk) | Q(group__user=user_pk))
+    .values_list(*_PERMISSION_COLUMNS)
+    .order_by(),
+    {"user_pk": _USER_KEY},
+    prepared=True,
+)
+_EVERY_PERMISSION: Final = Compiled(
+    "auth-permissions-all",
+    Permission,
+    lambda: Permission.objects.values_list(*_PERMISSION_COLUMNS).order_by(),
+    {},
+    prepared=True,
+)
+
+
 class PermissionsInOneRead(ModelBackend):
     """Django's ``ModelBackend`` (``AUTHENTICATION_BACKENDS``) reading a user's permissions in ONE statement, their
     own and their groups' together, where Django's sends one for each (issue 15: two reads on every page). The same
     answers, cached on the user for the request as Django caches them (``_perm_cache``); a superuser holds every
-    permission."""
+    permission. The user and the permissions are read by statements compiled once."""
+
+    def get_user(self, user_id: Any) -> Any:
+        """``ModelBackend.get_user``: the user with this id, or None when there is none or it may not sign in."""
+        rows = _USER.rows(user_pk=user_id)
+        if not rows:
+            return None
+        user = _USER_ROW.root(rows[0])
+        return user if self.user_can_authenticate(user) else None
 
     def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
             return set()
         if not hasattr(user_obj, "_perm_cache"):
-            held = Permission.objects.all()
-            if not user_obj.is_superuser:
-                held = held.filter(Q(user=user_obj) | Q(group__user=user_obj))
-            rows = held.values_list("content_type__app_label", "codename").order_by()
+            rows = _EVERY_PERMISSION.rows() if user_obj.is_superuser else _PERMISSIONS_HELD.rows(user_pk=user_obj.pk)
             user_obj._perm_cache = {f"{app}.{codename}" for app, codename in rows}
         return user_obj._perm_cache  # type: ignore[no-any-return]

@@ -14,8 +14,9 @@ with the row; ``IdleSessionMiddleware`` replaces ``SessionMiddleware``.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.contrib.sessions.backends import db
@@ -23,6 +24,29 @@ from django.contrib.sessions.backends.base import UpdateError
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import DatabaseError, router
 from django.http import HttpRequest, HttpResponseBase
+from django.utils import timezone
+
+from verification.compiled import Compiled, Probe
+
+_SESSION_COLUMNS: Final = ("session_key", "session_data", "expire_date")
+
+
+@functools.cache
+def _session_read(model: Any) -> Compiled:
+    """The read of an unexpired session row of ``model``, compiled once (``verification.compiled``) and sent prepared:
+    every signed-in request sends it, and compiling it through the ORM cost more than running it (issue 15)."""
+    return Compiled(
+        "session-read",
+        model,
+        lambda session_key, now: model.objects.filter(session_key=session_key, expire_date__gt=now).values_list(
+            *_SESSION_COLUMNS
+        ),
+        {
+            "session_key": Probe("probe-session-key-1", "probe-session-key-2"),
+            "now": Probe.instant(model._meta.get_field("expire_date")),
+        },
+        prepared=True,
+    )
 
 
 class SessionStore(db.SessionStore):
@@ -31,7 +55,12 @@ class SessionStore(db.SessionStore):
     stored_expiry: datetime | None = None
 
     def _get_session_from_db(self) -> Any:
-        row = super()._get_session_from_db()
+        """Django's read of the unexpired session row (None, and the key forgotten, when there is none), by a
+        statement compiled once (``_session_read``)."""
+        rows = _session_read(self.model).rows(session_key=self.session_key, now=timezone.now())
+        row = self.model.from_db(router.db_for_read(self.model), _SESSION_COLUMNS, rows[0]) if rows else None
+        if row is None:
+            self._session_key = None
         self.stored_expiry = None if row is None else row.expire_date
         return row
 
