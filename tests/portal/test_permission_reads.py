@@ -54,3 +54,38 @@ def test_a_superuser_holds_every_permission_and_an_inactive_user_none(make_user:
     gone.save()
     assert PermissionsInOneRead().get_all_permissions(_fresh(gone)) == set()
     assert not _fresh(gone).has_perm(REVIEW_QUEUE)
+
+
+def test_the_user_read_gives_model_backends_answers(make_user: Any) -> None:
+    """``get_user`` (compiled once): the same user, field for field, as ``ModelBackend``; None for an unknown id and
+    for a user who may not sign in (deactivated)."""
+    someone = make_user("someone", "reviewer")
+    ours, django = PermissionsInOneRead().get_user(someone.pk), ModelBackend().get_user(someone.pk)
+    assert ours is not None and django is not None
+    fields = [f.attname for f in get_user_model()._meta.concrete_fields]
+    assert [getattr(ours, name) for name in fields] == [getattr(django, name) for name in fields]
+    assert PermissionsInOneRead().get_user(someone.pk + 1000) is None
+    someone.is_active = False
+    someone.save()
+    assert PermissionsInOneRead().get_user(someone.pk) is None and ModelBackend().get_user(someone.pk) is None
+
+
+def test_an_expired_or_unknown_session_reads_as_none_and_its_key_is_forgotten(reviewer: Any) -> None:
+    from datetime import timedelta
+
+    from django.contrib.sessions.models import Session
+    from django.utils import timezone
+
+    from reviewportal.sessions import SessionStore
+
+    store = SessionStore()
+    store["n"] = 1
+    store.save(must_create=True)
+    key = store.session_key
+    again = SessionStore(session_key=key)
+    assert again["n"] == 1 and again.stored_expiry is not None  # read by the compiled statement, with its end
+    Session.objects.filter(session_key=key).update(expire_date=timezone.now() - timedelta(seconds=1))
+    expired = SessionStore(session_key=key)
+    assert expired.get("n") is None and expired.session_key is None and expired.stored_expiry is None
+    unknown = SessionStore(session_key="x" * 32)
+    assert unknown.get("n") is None and unknown.session_key is None
