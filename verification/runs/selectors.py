@@ -64,13 +64,25 @@ def verification_read(verification_pk: uuid.UUID) -> Verification | None:
     return _VERIFICATION_ROW.root(rows[0]) if rows else None
 
 
+#: ``task_get``'s read, compiled once and sent prepared: every submission names its task.
+_TASK_ROW: Final = Related(Task)
+_TASK_READ: Final = Compiled(
+    "task-read",
+    Task,
+    lambda task_pk: Task.objects.filter(pk=task_pk).values_list(*_TASK_ROW.columns()),
+    {"task_pk": Probe.key_of(Task)},
+    prepared=True,
+)
+
+
 def task_get(task_id: str | uuid.UUID) -> Task | None:
     """The task with this id, or None (also for a string that is not a UUID)."""
     try:
         pk = task_id if isinstance(task_id, uuid.UUID) else uuid.UUID(str(task_id))
     except ValueError:
         return None
-    return Task.objects.filter(pk=pk).first()
+    rows = _TASK_READ.rows(task_pk=pk)
+    return _TASK_ROW.root(rows[0]) if rows else None
 
 
 def current_cycle(task: Task) -> int:
