@@ -56,6 +56,7 @@ from verification.actors.services.actors import require_token_of
 from verification.compiled import Compiled, Insert, Probe
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
+from verification.evidence.selectors import evidence_by_ids
 from verification.evidence.services import evidence_admit_many
 from verification.kernel.canonical import canonicalize
 from verification.kernel.criteria import CriterionKind
@@ -221,11 +222,7 @@ def _create(
                 raise invalid(f"criterion {criterion_id!r} is not in the contract")
     bound: list[tuple[str, Evidence, bool]] = list(extra_bindings)
     # Items bound by id: one query for all of them; inline items: admitted together (one INSERT).
-    by_id = (
-        {e.pk: e for e in Evidence.objects.filter(pk__in=[b.evidence_id for b in submission.bindings])}
-        if any(b.evidence_id is not None for b in submission.bindings)
-        else {}
-    )
+    by_id = evidence_by_ids([b.evidence_id for b in submission.bindings if b.evidence_id is not None])
     for binding in submission.bindings:
         if binding.evidence_id is not None and binding.evidence_id not in by_id:
             raise NotFound(f"no evidence {binding.evidence_id}", evidence_id=str(binding.evidence_id))
