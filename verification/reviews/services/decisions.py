@@ -17,20 +17,18 @@ verification's row lock, so a double click or a replayed POST gets the first one
 
 from __future__ import annotations
 
-import contextlib
 import secrets
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, QuerySet, Subquery
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe, Related, log_sent, raw_cursor
+from verification.compiled import Compiled, Probe, Related, pipelined
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -187,31 +185,11 @@ _AFTER_LOCK: Final = Compiled(
 )
 
 
-def _pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[Any, ...]]]:
-    """Each compiled query's rows, the statements sent in ONE round trip on PostgreSQL (pipelined, prepared when the
-    connection allows it; with the transaction's BEGIN when one is due): the server still runs them one after the
-    other, each taking its READ COMMITTED snapshot when it starts. Elsewhere one after the other."""
-    if connection.vendor != "postgresql":
-        return [query.rows(**arguments) for query, arguments in queries]
-    import psycopg
-
-    statements = [query.statement(**arguments) for query, arguments in queries]
-    started = time.monotonic()
-    with connection.wrap_database_errors:
-        cursors = [raw_cursor(connection) for _ in statements]
-        with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
-            for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                cursor.execute(sql, params, prepare=True)
-        fetched = [cursor.fetchall() for cursor in cursors]
-    log_sent(connection, [sql for sql, _ in statements], started)
-    return [query.converted(rows) for (query, _), rows in zip(queries, fetched, strict=True)]
-
-
 def _lock_and_read(verification_pk: Any, user: Any, now: datetime, request_key: str) -> tuple[Verification, _AfterLock]:
     """The verification locked for the decision, with its task (``not-found`` when there is none), and what the
-    decision reads after the lock (``_after_lock_query``): one round trip on PostgreSQL (``_pipelined``), the read's
-    snapshot taken once the lock is granted."""
-    lock_rows, rows = _pipelined(
+    decision reads after the lock (``_after_lock_query``): one round trip on PostgreSQL (``compiled.pipelined``), the
+    read's snapshot taken once the lock is granted."""
+    lock_rows, rows = pipelined(
         (_LOCK, {"verification_pk": verification_pk}),
         (_AFTER_LOCK, {"verification_pk": verification_pk, "user_pk": user.pk, "now": now, "request_key": request_key}),
     )

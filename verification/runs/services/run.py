@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from verification import metrics
 from verification.actors.services.actors import portal_service_actor
-from verification.compiled import Compiled, Probe, Related
+from verification.compiled import Compiled, Probe, Related, pipelined
 from verification.errors import NotFound
 from verification.kernel.errors import InvariantError
 from verification.kernel.evaluation import (
@@ -125,14 +125,20 @@ _LOCK: Final = Compiled(
 )
 
 
-def _lock(verification_pk: uuid.UUID) -> Verification:
-    """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked), by a
-    query compiled once; ``Verification.DoesNotExist`` when there is none."""
-    rows = _LOCK.rows(verification_pk=verification_pk)
-    if not rows:
+def _lock_and_read(verification_pk: uuid.UUID) -> tuple[Verification, dict[str, Any]]:
+    """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked) and
+    ``after_lock``'s read, both compiled once and sent in ONE round trip on PostgreSQL with the transaction's BEGIN
+    (``compiled.pipelined``: the server runs the read after the lock is granted, so its snapshot sees every commit
+    before it); ``Verification.DoesNotExist`` when there is none."""
+    lock_rows, rows = pipelined(
+        (_LOCK, {"verification_pk": verification_pk}), (_AFTER_LOCK, {"verification_pk": verification_pk})
+    )
+    if not lock_rows:
         raise Verification.DoesNotExist(f"no verification {verification_pk}")
-    locked: Verification = _LOCKED.root(rows[0])
-    return locked
+    if not rows:  # pragma: no cover - the row is locked
+        raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
+    locked: Verification = _LOCKED.root(lock_rows[0])
+    return locked, dict(zip(_after_lock_names(), rows[0], strict=True))
 
 
 def run_locked(verification: Verification, *, now: datetime, state: Mapping[str, Any] | None = None) -> Receipt:
@@ -201,8 +207,7 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     started = time.perf_counter()
     try:
         with transaction.atomic():
-            locked = _lock(pk)
-            state = after_lock(pk)
+            locked, state = _lock_and_read(pk)
             if state["seq0"] is not None:
                 metrics.observe_run(status="already-run")
                 return seq0(pk)
