@@ -34,7 +34,6 @@ BENCH_DIR = Path(__file__).resolve().parent
 COUNT = int(os.environ.get("BENCH_WAIT_COUNT", "200"))
 ROUNDS = 4
 WAIT_MS = 5000
-CHANNEL_PREFIX = "reviewportal:run:"  # verification.runs.run_signal's (read without importing Django first)
 
 
 def _bench_api() -> Any:
@@ -58,13 +57,16 @@ class Announcements:
     def __init__(self, broker: str) -> None:
         import redis
 
+        from verification.runs.run_signal import CHANNEL_PREFIX
+
+        self.prefix = CHANNEL_PREFIX
         self.made: dict[str, float] = {}
         self._pubsub = redis.Redis.from_url(broker).pubsub(ignore_subscribe_messages=True)
         self._pubsub.psubscribe(**{f"{CHANNEL_PREFIX}*": self._handler})
         self._thread = self._pubsub.run_in_thread(sleep_time=0.5, daemon=True)
 
     def _handler(self, message: dict[str, Any]) -> None:
-        self.made[message["channel"].decode()[len(CHANNEL_PREFIX):]] = float(message["data"])
+        self.made[message["channel"].decode().removeprefix(self.prefix)] = float(message["data"])
 
     def made_at(self, verification_id: str, timeout: float = 2.0) -> float | None:
         deadline = time.monotonic() + timeout

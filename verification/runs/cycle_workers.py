@@ -232,9 +232,7 @@ def _workers_query(task: Any, cycle: Any, reviewer: Any = None) -> QuerySet[Any]
 #: ``_workers_query`` compiled once per database (``verification.compiled``: each argument a plain parameter, checked
 #: with two probes), without and with a reviewer, and sent prepared (a plan by key).
 _PROBES: Final = {"task": Probe.key_of(Task), "cycle": Probe(1_000_003, 1_000_004)}
-_WORKERS: Final = Compiled(
-    "cycle-workers", Claim, lambda task, cycle: _workers_query(task, cycle), _PROBES, prepared=True
-)
+_WORKERS: Final = Compiled("cycle-workers", Claim, _workers_query, _PROBES, prepared=True)
 _WORKERS_AND_REVIEWER: Final = Compiled(
     "cycle-workers-reviewer", Claim, _workers_query, {**_PROBES, "reviewer": Probe(1_000_005, 1_000_006)}, prepared=True
 )
