@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.kernel.test_chain_verifier import KEY, OTHER_KEY, fresh, verify
+from tests.kernel.test_chain_verifier import KEY, OTHER_KEY, assert_refused, fresh, verify
 from verification.kernel.canonical import loads_strict
 from verification.kernel.chain import decode_signature
 from verification.kernel.errors import StrictJSONError
@@ -287,3 +287,55 @@ def test_stored_columns_make_the_same_proof_as_the_checked_entries() -> None:
     entries = wire_entries(rows)
     assert entries == [entry.as_json() for entry in CHAIN]
     assert json.dumps(proof_document(verification_id=VID, entries=entries, proof_head_hash=HEAD)) == json.dumps(PROOF)
+
+
+def _counting_verifies(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Record the message of every Ed25519 verification the public keys make."""
+    from verification.kernel.keys import PublicKey
+
+    made: list[bytes] = []
+    real = PublicKey.verify
+
+    def counted(self: PublicKey, signature: bytes, message: bytes) -> bool:
+        made.append(message)
+        return real(self, signature, message)
+
+    monkeypatch.setattr(PublicKey, "verify", counted)
+    return made
+
+
+def test_one_pass_then_step_by_step_verifies_each_signature_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every entry fails step 8 (the signed submission hash is not the expected one): the pass over the cheap checks
+    # stops at the first entry, before any signature is verified; the steps then run one by one, and step 5 verifies
+    # each signature once.
+    made = _counting_verifies(monkeypatch)
+    proof = fresh()
+    report = verify(proof, sub="9" * 64)
+    assert_refused(report, Reason.SUBJECT_MISMATCH, 8, 0)
+    assert [r.ok for r in report.steps[8].entries] == [False] * len(proof["entries"])
+    assert len(made) == len(proof["entries"]) == len(set(made))
+
+
+def test_a_failing_signature_is_found_by_step_5_with_every_other_entry_passing(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _counting_verifies(monkeypatch)
+    proof = fresh()
+    count = len(proof["entries"])
+    proof["entries"][1]["signature"] = proof["entries"][0]["signature"]  # well-formed, but not over entry 1
+    report = verify(proof)
+    assert_refused(report, Reason.SIGNATURE_FAILURE, 5, 1)
+    assert [r.ok for r in report.steps[5].entries] == [True, False] + [True] * (count - 2)
+    # Entry 0 once (the pass), entry 1 twice (the pass stopped there, then step 5 found it), every later one once.
+    assert len(made) == count + 1
+    assert made.count(made[1]) == 2
+
+
+def test_a_proof_that_passes_records_every_entry_in_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _counting_verifies(monkeypatch)
+    proof = fresh()
+    report = verify(proof)
+    assert report.ok
+    assert len(made) == len(proof["entries"])
+    per_entry_steps = [step for step in report.steps if step.number != 7]
+    for step in per_entry_steps:
+        assert step.status is StepStatus.PASSED
+        assert [(r.seq, r.ok) for r in step.entries] == [(seq, True) for seq in range(len(proof["entries"]))]

@@ -180,6 +180,8 @@ def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[Work], None]:
     checked: dict[str, TrustedKey | None] = {}
 
     def step5(work: Work) -> None:
+        if work.signed:  # verified by an earlier pass over the entries
+            return
         key_id = work.body["key_id"]
         if key_id in checked:
             trusted = checked[key_id]
@@ -193,11 +195,24 @@ def _make_step5(keys: Mapping[str, TrustedKey]) -> Callable[[Work], None]:
             raise StepFailed(Reason.REVOKED_KEY, f"key {key_id!r} has been revoked")
         if not trusted.key.verify(work.signature, signing_message(work.content_hash)):
             raise StepFailed(Reason.SIGNATURE_FAILURE, f"the Ed25519 signature does not verify under {key_id!r}")
+        work.signed = True
 
     return step5
 
 
 # --- the driver ---------------------------------------------------------------------------------------------
+
+
+def _every_entry_passes(works: Sequence[Work], checks: Sequence[Callable[[Work], None]]) -> bool:
+    """True when every entry passes every one of ``checks``; False at the first failure (which is not recorded: the
+    steps then run one by one and find it, with every other entry's outcome)."""
+    try:
+        for work in works:
+            for check in checks:
+                check(work)
+    except StepFailed:
+        return False
+    return True
 
 
 def _failed(
@@ -234,14 +249,16 @@ class _Run:
         *,
         by_index: bool = False,
         document: Callable[[], None] | None = None,
+        passed: bool = False,
     ) -> bool:
         """Run ``check`` over every entry; the lowest seq (or array index in step 0) among failures decides.
 
         ``document`` is the step's check of the proof's own top-level fields; it decides only when every entry
-        passed (an entry's signed fact is the more specific finding).
+        passed (an entry's signed fact is the more specific finding). ``passed``: every entry is known to pass
+        ``check`` (``_every_entry_passes`` ran it), so only ``document`` runs.
         """
         failures: list[tuple[int, Work, StepFailed]] = []
-        for position, work in enumerate(works):
+        for position, work in enumerate(() if passed else works):
             try:
                 check(work)
             except StepFailed as fail:
@@ -419,25 +436,37 @@ def _verify(
         return _report(run, works, None)
     run.all_passed(1, works)
 
+    step5 = _make_step5(keys)
+    step6 = step6_chain_check(works)
+    step8 = step8_subject_check(expected_verification_id, expected_submission_hash)
+    # Steps 2-6 and 8 each check one entry at a time. One pass runs the cheap checks on each entry in turn (in seq
+    # order, so step 6 finds the previous entry's recomputed hash), then one pass verifies every signature (a tight
+    # loop, as the bare benchmark's, rather than each between two envelope parses). When every entry
+    # passes every check, the steps below only record that (their whole-proof checks still run, in order). After
+    # any failure each step runs over every entry as before, so the report is the same either way (what the passes
+    # computed, an envelope's parsed body or a verified signature, is not computed again).
+    passed = _every_entry_passes(works, (step2_content, step3_format, step4_side_channel, step6, step8))
+    passed = passed and _every_entry_passes(works, (step5,))
+
     # Step 2 (seed 5): sha256 over each exact envelope byte string; the envelope is strict JSON with every field.
-    if not run.per_entry(2, works, step2_content):
+    if not run.per_entry(2, works, step2_content, passed=passed):
         return _report(run, works, None)
     computed_head = works[-1].content_hash
 
     # Step 3 (seed 6): signed format acretix-verify/proof/2 and signed algo ed25519; the document says proof/2 too.
-    if not run.per_entry(3, works, step3_format, document=lambda: document3_format(proof)):
+    if not run.per_entry(3, works, step3_format, document=lambda: document3_format(proof), passed=passed):
         return _report(run, works, computed_head)
 
     # Step 4 (seed 7): bind side-channel key_id, algo, format, seq and prev_hash to the signed body.
-    if not run.per_entry(4, works, step4_side_channel):
+    if not run.per_entry(4, works, step4_side_channel, passed=passed):
         return _report(run, works, computed_head)
 
     # Step 5 (seed 1, 8): the key is pinned by the caller and not revoked; Ed25519 over domain + recomputed hash.
-    if not run.per_entry(5, works, _make_step5(keys)):
+    if not run.per_entry(5, works, step5, passed=passed):
         return _report(run, works, computed_head)
 
     # Step 6 (seed 9): chain continuity; every prev_hash is the previous recomputed content hash (null at seq 0).
-    if not run.per_entry(6, works, step6_chain_check(works)):
+    if not run.per_entry(6, works, step6, passed=passed):
         return _report(run, works, computed_head)
 
     # Step 7 (seed 10): the final recomputed content hash is the trusted, server-served head. The proof's own
@@ -453,8 +482,7 @@ def _verify(
     run.whole(7, None, entry=last)
 
     # Step 8 (seed 3, 11): reject a valid but unrelated proof: the signed subject is the expected request.
-    step8 = step8_subject_check(expected_verification_id, expected_submission_hash)
-    run.per_entry(8, works, step8, document=lambda: document8_subject(proof, expected_verification_id))
+    run.per_entry(8, works, step8, document=lambda: document8_subject(proof, expected_verification_id), passed=passed)
     return _report(run, works, computed_head)
 
 
