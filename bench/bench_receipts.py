@@ -2,9 +2,9 @@
 
 (a) receipts issued per second through ``receipt_issue`` (one verification each) as a ratio to a bare pipeline in
     the same run: rfc8785 + sha256 + Ed25519 sign + one INSERT per transaction with psycopg directly. Target >= 0.5.
-(b) time to verify a stored 10,000-entry chain (fetch: ``proof_for`` rendered by the API's JSON renderer, the bytes
-    ``GET .../proof`` serves; + ``verify_proof_bytes``, the function ``manage.py verify_proof`` uses) as a ratio to
-    bare Ed25519 verification of the same 10,000 signatures.
+(b) time to verify a stored 10,000-entry chain (fetch: ``proof_text`` rendered by the proof endpoint's renderer,
+    the bytes ``GET .../proof`` serves; + ``verify_proof_bytes``, the function ``manage.py verify_proof`` uses) as a
+    ratio to bare Ed25519 verification of the same 10,000 signatures.
     Target <= 1.3 (issue 15; it was 2.0). Both sides are timed in alternating rounds (``BENCH_RECEIPTS_ROUNDS``,
     default 5), best of each; every round's own ratio is printed as well.
 
@@ -207,23 +207,25 @@ def _store_chain(length: int) -> Any:
 def _verify_stored(verification: Any) -> tuple[float, float, Any]:
     """Fetch the chain and verify it as ``manage.py verify_proof`` does; (fetch seconds, verify seconds, report).
 
-    The fetch is what ``GET /v1/verifications/<id>/proof`` does: ``proof_for``, rendered by the API's renderer
-    (DRF's ``JSONRenderer``: compact, UTF-8), so the bytes verified are the bytes the endpoint serves."""
-    from rest_framework.renderers import JSONRenderer
-
+    The fetch is what ``GET /v1/verifications/<id>/proof`` does: ``proof_text`` (the document written as JSON text),
+    rendered by the endpoint's renderer (``ApiJSONRenderer``: the bytes DRF's ``JSONRenderer`` writes for
+    ``proof_for``'s document), so the bytes verified are the bytes the endpoint serves."""
+    from verification.api.renderers import ApiJSONRenderer, JSONText
     from verification.kernel.verifier import verify_proof_bytes
-    from verification.trust.selectors import proof_for, trusted_keys
+    from verification.trust.selectors import head_of, proof_text, trusted_keys
 
     started = time.perf_counter()
-    proof = proof_for(verification)
-    assert proof is not None
-    data = JSONRenderer().render(proof)
+    text = proof_text(verification)
+    assert text is not None
+    data = ApiJSONRenderer().render(JSONText(text))
     keys = trusted_keys("proof-signing")
+    head = head_of(verification)
+    assert head is not None
     fetched = time.perf_counter()
     report = verify_proof_bytes(
         data,
         keys=keys,
-        trusted_head=proof["proof_head_hash"],
+        trusted_head=head.content_hash,
         expected_verification_id=str(verification.id),
         expected_submission_hash=SUBMISSION_HASH,
     )

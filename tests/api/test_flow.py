@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from rest_framework.renderers import JSONRenderer
 
 from tests.api.conftest import (
     NOTES,
@@ -32,6 +33,8 @@ from tests.api.conftest import (
 from verification.kernel.canonical import canonicalize
 from verification.kernel.digests import sha256_digest
 from verification.kernel.keys import PublicKey
+from verification.runs.selectors import verification_get
+from verification.trust.selectors import proof_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
 
@@ -97,6 +100,9 @@ def test_a_matching_digest_is_met_and_the_served_proof_passes_verify_proof_pinne
     assert api.get(f"/v1/verifications/{result['id']}", caller=cast.agent).json() == result
     proof = api.get(result["proof_ref"], caller=cast.agent)
     assert proof.status_code == 200, proof.content
+    # Written as text (``proof_text``), the bytes DRF's renderer writes for the document ``proof_for`` builds.
+    assert proof.content == JSONRenderer().render(proof_for(verification_get(result["id"])))
+    assert proof["Content-Type"] == "application/json" and proof["Cache-Control"] == "private, no-store"
     jwks = api.get("/.well-known/acretix-verify/keys.json").json()
     fingerprint = PublicKey.from_raw(bytes(signing_key.public_key)).fingerprint
     code, out, err = verify_with_cli(

@@ -353,6 +353,38 @@ def test_non_canonical_r_is_refused(test1_key: PrivateKey) -> None:
             assert test1_key.public_key.verify(signature, b"x") is False
 
 
+class _AcceptsAll:
+    """Stands in for the library's verifier: says yes to everything and counts what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def verify(self, signature: bytes, message: bytes) -> None:
+        self.asked += 1
+
+
+@pytest.mark.parametrize(
+    ("r_y", "s", "asked"),
+    [
+        (P - 1, L - 1, True),  # both at the largest value allowed, compared in full (top bytes 0x7f and 0x10)
+        (P - 1, L, False),  # S = L
+        (P - 1, 2**256 - 1, False),
+        (P, 5, False),  # y = p: top byte 0x7f, compared in full
+        (2**255 - 1, 5, False),
+        (2**248 * 0x7F - 1, 2**252 - 1, True),  # just below either top byte: settled by the byte alone
+    ],
+)
+def test_s_and_r_are_range_checked_before_the_library_is_asked(
+    test1_key: PrivateKey, r_y: int, s: int, asked: bool
+) -> None:
+    key = PublicKey.from_raw(test1_key.public_key.raw)
+    library = _AcceptsAll()
+    object.__setattr__(key, "_verifier", library)
+    signature = _encode(r_y, False) + s.to_bytes(32, "little")
+    assert key.verify(signature, b"x") is asked
+    assert library.asked == int(asked)
+
+
 # --- JWK, JWKS, PEM, paste box -------------------------------------------------------------------------------
 
 

@@ -18,12 +18,13 @@ from rest_framework.response import Response
 
 from verification.api.errors import ApiError
 from verification.api.permissions import ReadsProofs
+from verification.api.renderers import ApiJSONRenderer, JSONText
 from verification.api.serializers.base import ErrorResponseSerializer
 from verification.api.views.common import ApiView
 from verification.kernel.reasons import Reason
 from verification.runs.models import Verification
 from verification.runs.selectors import verification_get
-from verification.trust.selectors import head_of, proof_for
+from verification.trust.selectors import head_of, proof_text
 
 #: The scope an API token needs to read proofs (the API's read scope).
 PROOF_SCOPE: Final = "verifications:read"
@@ -105,6 +106,8 @@ class ProofReadView(ApiView):
 
 
 class ProofView(ProofReadView):
+    renderer_classes = [ApiJSONRenderer]  # the proof is written as JSON text (``proof_text``) and served as it is
+
     @extend_schema(
         operation_id="verifications_proof",
         summary="The proof document of a verification (SPEC §7)",
@@ -117,10 +120,10 @@ class ProofView(ProofReadView):
     )
     def get(self, request: Request, verification_id: str) -> Response:
         """The proof document, with the server-served ``proof_head_hash``."""
-        document = proof_for(_verification(verification_id))
-        if document is None:
+        text = proof_text(_verification(verification_id))
+        if text is None:
             raise _no_receipts(verification_id)
-        return Response(document)
+        return Response(JSONText(text))
 
 
 class ProofEnvelopeView(ProofReadView):

@@ -16,8 +16,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -238,6 +239,42 @@ def wire_entries(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
         }
         for seq, key_id, prev_hash, content_hash, signature, envelope in rows
     ]
+
+
+#: json's own string writer (C): quotes and escapes as ``json.dumps(..., ensure_ascii=False)`` does.
+_QUOTE: Final[Callable[[str], str]] = json.encoder.encode_basestring
+
+
+def _json(value: Any) -> str:
+    """``value`` as ``json.dumps`` writes it compactly with non-ASCII kept; a stored column's types directly."""
+    kind = type(value)
+    if kind is str:
+        return _QUOTE(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def proof_json(*, verification_id: str, rows: Iterable[Sequence[Any]], proof_head_hash: str) -> str:
+    """``proof_document(verification_id=..., entries=wire_entries(rows), proof_head_hash=...)`` as compact JSON text,
+    character for character what ``json.dumps(..., separators=(",", ":"), ensure_ascii=False)`` writes, without
+    making a dict per entry and walking it again: serving a 10,000-entry chain spent longer on that than on reading
+    its rows. Unchecked, as ``wire_entries``: the stored columns as they are."""
+    algo, format_ = _QUOTE(ALGO), _QUOTE(FORMAT)
+    entries = ",".join(
+        [
+            f'{{"seq":{_json(seq)},"key_id":{_json(key_id)},"algo":{algo},"format":{format_},'
+            f'"prev_hash":{_json(prev_hash)},"content_hash":{_json(content_hash)},"signature":{_json(signature)},'
+            f'"envelope":{_json(envelope)}}}'
+            for seq, key_id, prev_hash, content_hash, signature, envelope in rows
+        ]
+    )
+    return (
+        f'{{"verification_id":{_json(verification_id)},"format":{format_},"signing_domain":{_QUOTE(SIGNING_DOMAIN)},'
+        f'"jwks_uri":{_QUOTE(JWKS_URI)},"proof_head_hash":{_json(proof_head_hash)},"entries":[{entries}]}}'
+    )
 
 
 def proof_document(

@@ -293,9 +293,12 @@ class PublicKey:
             signature, message = bytes(signature), bytes(message)
         if len(signature) != 64:
             return False
-        if int.from_bytes(signature[32:], "little") >= _L:  # RFC 8032 §5.1.7: S < L, malleability
+        # RFC 8032 §5.1.7: S < L (malleability) and R's y < p (canonical). The top byte settles each at once (S below
+        # 2^252 < L; y below 2^255 - 2^248 < p) for all but about one signature in 2^128 (S) and one in 128 (R),
+        # which are compared in full.
+        if signature[63] >= 0x10 and int.from_bytes(signature[32:], "little") >= _L:
             return False
-        if not _r_is_canonical(signature):
+        if signature[31] & 0x7F == 0x7F and not _r_is_canonical(signature):
             return False
         try:
             self._verifier.verify(signature, message)

@@ -16,7 +16,7 @@ from verification.compiled import Compiled, Probe, Related
 from verification.errors import ServiceError
 from verification.kernel import limits
 from verification.kernel.canonical import loads_strict
-from verification.kernel.chain import ALGO, FORMAT, WIRE_COLUMNS, Entry, proof_document, wire_entries
+from verification.kernel.chain import ALGO, FORMAT, WIRE_COLUMNS, Entry, proof_document, proof_json, wire_entries
 from verification.kernel.keys import PublicKey
 from verification.kernel.reasons import Reason
 from verification.kernel.verifier import (
@@ -106,16 +106,36 @@ def proof_for(verification: Verification) -> dict[str, Any] | None:
     not an error here). No ``Entry`` is built: re-checking every stored signature's base64 was a quarter of the time
     it takes to fetch a 10,000-entry chain.
     """
-    # Only the wire columns (chains can be long), in the database's order and sorted here: with ORDER BY seq,
-    # PostgreSQL may sort the wide rows (spilling 11 MB to disk for 10,000 entries when it expects a short chain)
-    # where sorting the fetched tuples by seq costs a millisecond (they mostly arrive in order).
-    rows = _WIRE_ROWS.rows(verification_pk=verification.pk)
-    rows.sort(key=itemgetter(0))
-    entries = wire_entries(rows)
+    entries = wire_entries(_wire_rows(verification))
     if not entries:
         return None
     head = entries[-1]["content_hash"]
     return proof_document(verification_id=str(verification.id), entries=entries, proof_head_hash=head)
+
+
+def proof_text(verification: Verification) -> str | None:
+    """``proof_for``'s document as compact JSON text (``kernel.chain.proof_json``), for the API to serve as it is;
+    None while the chain is empty."""
+    rows = _wire_rows(verification)
+    if not rows:
+        return None
+    head = rows[-1][_CONTENT_HASH]
+    return proof_json(verification_id=str(verification.id), rows=rows, proof_head_hash=head)
+
+
+_CONTENT_HASH: Final = WIRE_COLUMNS.index("content_hash")
+
+
+def _wire_rows(verification: Verification) -> list[tuple[Any, ...]]:
+    """The chain's wire columns (``WIRE_COLUMNS``), in seq order.
+
+    Only the wire columns (chains can be long), in the database's order and sorted here: with ORDER BY seq,
+    PostgreSQL may sort the wide rows (spilling 11 MB to disk for 10,000 entries when it expects a short chain)
+    where sorting the fetched tuples by seq costs a millisecond (they mostly arrive in order).
+    """
+    rows = _WIRE_ROWS.rows(verification_pk=verification.pk)
+    rows.sort(key=itemgetter(0))
+    return rows
 
 
 @dataclass(frozen=True)
