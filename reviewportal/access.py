@@ -88,11 +88,8 @@ class PermissionsInOneRead(ModelBackend):
 
     def get_user(self, user_id: Any) -> Any:
         """``ModelBackend.get_user``: the user with this id, or None when there is none or it may not sign in."""
-        rows = _USER.rows(user_pk=user_id)
-        if not rows:
-            return None
-        user = _USER_ROW.root(rows[0])
-        return user if self.user_can_authenticate(user) else None
+        user = _USER_ROW.first(_USER.rows(user_pk=user_id))
+        return user if user is not None and self.user_can_authenticate(user) else None
 
     def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None:

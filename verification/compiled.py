@@ -15,7 +15,7 @@ import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -321,6 +321,14 @@ class Related:
     def root(self, values: Sequence[Any]) -> Any:
         """The model's own instance of the row, its relations loaded and linked."""
         return self.load(values)[""]
+
+    def first(self, rows: Sequence[Sequence[Any]]) -> Any | None:
+        """``root`` of the first of ``rows`` (a lookup by key finds at most one), or None when there is none."""
+        return self.root(rows[0]) if rows else None
+
+    def all(self, rows: Iterable[Sequence[Any]]) -> list[Any]:
+        """``root`` of each row, in order."""
+        return [self.root(row) for row in rows]
 
 
 class Insert:

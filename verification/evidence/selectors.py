@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,29 +46,27 @@ MAX_CITING: Final = 200
 
 #: An evidence item from one row of a compiled ``values_list``.
 _EVIDENCE_ROW: Final = Related(Evidence)
-#: ``evidence_by_ids``' reads, one compiled per count of distinct ids (up to ``_COMPILED_IDS``; more: the ORM).
-_BY_IDS: dict[int, Compiled] = {}
+#: ``evidence_by_ids`` compiles its read once per count of distinct ids, up to this many (more: the ORM).
 _COMPILED_IDS: Final = 16
 
 
+@functools.cache
 def _by_ids(count: int) -> Compiled:
-    found = _BY_IDS.get(count)
-    if found is None:
-        names = [f"id{i}" for i in range(count)]
-        probes = {  # distinct probes: the ORM drops repeated values from an IN list
-            name: Probe(uuid.UUID(int=0xE0000 + 2 * i), uuid.UUID(int=0xE0001 + 2 * i), Evidence._meta.pk)
-            for i, name in enumerate(names)
-        }
-        found = _BY_IDS[count] = Compiled(
-            f"evidence-by-{count}-ids",
-            Evidence,
-            lambda **ids: Evidence.objects.filter(pk__in=[ids[name] for name in names]).values_list(
-                *_EVIDENCE_ROW.columns()
-            ),
-            probes,
-            prepared=True,
-        )
-    return found
+    """``evidence_by_ids``' read of ``count`` distinct ids, compiled on first use and kept."""
+    names = [f"id{i}" for i in range(count)]
+    probes = {  # distinct probes: the ORM drops repeated values from an IN list
+        name: Probe(uuid.UUID(int=0xE0000 + 2 * i), uuid.UUID(int=0xE0001 + 2 * i), Evidence._meta.pk)
+        for i, name in enumerate(names)
+    }
+    return Compiled(
+        f"evidence-by-{count}-ids",
+        Evidence,
+        lambda **ids: Evidence.objects.filter(pk__in=[ids[name] for name in names]).values_list(
+            *_EVIDENCE_ROW.columns()
+        ),
+        probes,
+        prepared=True,
+    )
 
 
 def evidence_by_ids(ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Evidence]:
@@ -79,7 +78,7 @@ def evidence_by_ids(ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Evidence]:
     if len(distinct) > _COMPILED_IDS:
         return {e.pk: e for e in Evidence.objects.filter(pk__in=distinct)}
     rows = _by_ids(len(distinct)).rows(**{f"id{i}": pk for i, pk in enumerate(distinct)})
-    return {e.pk: e for e in (_EVIDENCE_ROW.root(row) for row in rows)}
+    return {e.pk: e for e in _EVIDENCE_ROW.all(rows)}
 
 
 def _uuid_or_none(value: str) -> uuid.UUID | None:

@@ -177,7 +177,7 @@ _DECISIONS: Final = _of_verification("review-decisions", ReviewDecision, _DECISI
 
 def decisions_of(verification: Verification) -> list[ReviewDecision]:
     """The decisions recorded on ``verification``, oldest first, each with its reviewer and receipt."""
-    return [_DECISION_RELATED.root(row) for row in _DECISIONS.rows(verification_pk=verification.pk)]
+    return _DECISION_RELATED.all(_DECISIONS.rows(verification_pk=verification.pk))
 
 
 def bound_evidence(verification: Verification, payload: Mapping[str, Any], now: datetime) -> list[BoundEvidence]:
@@ -202,8 +202,8 @@ def semantic_judgments(verification: Verification, outcome: Outcome | None) -> l
     semantic = {c.criterion_id for c in outcome.criteria if c.semantic} if outcome is not None else set()
     if not semantic:  # no semantic criterion: nothing to show, nothing to read
         return []
-    rows = (_JUDGMENT_RELATED.root(row) for row in _JUDGMENTS.rows(verification_pk=verification.pk))
-    return [row for row in rows if row.criterion_id in semantic]
+    arrived = _JUDGMENT_RELATED.all(_JUDGMENTS.rows(verification_pk=verification.pk))
+    return [row for row in arrived if row.criterion_id in semantic]
 
 
 def verify_chain(verification: Verification, head: Receipt | None) -> VerificationReport | None:

@@ -9,6 +9,7 @@ the same few queries whatever the queue's length.
 
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from collections import Counter
@@ -444,15 +445,11 @@ def _page_queryset(*, now: datetime, filters: Mapping[str, str], at: Cursor | No
     return queryset
 
 
-#: The unfiltered page's query compiled once per page length and first page or not (``verification.compiled``):
-#: building the queue's conditions and annotations through the ORM cost more than running the statement (issue 15).
-_PAGES: dict[tuple[int, bool], Compiled] = {}
-
-
+@functools.cache
 def _compiled_page(limit: int, after: bool) -> Compiled:
-    found = _PAGES.get((limit, after))
-    if found is not None:
-        return found
+    """The unfiltered page's query, compiled on first use per page length and first page or not, and kept
+    (``verification.compiled``): building the queue's conditions and annotations through the ORM cost more than
+    running the statement (issue 15)."""
 
     def build(*, now: datetime, **cursor: Any) -> QuerySet[Any]:
         at = Cursor(**cursor) if after else None
@@ -466,8 +463,7 @@ def _compiled_page(limit: int, after: bool) -> Compiled:
             "submitted_at": Probe.instant(Verification._meta.get_field("submitted_at")),
             "pk": Probe.key_of(Verification),
         }
-    found = _PAGES[(limit, after)] = Compiled(f"queue-page-{limit}-{after}", Verification, build, probes)
-    return found
+    return Compiled(f"queue-page-{limit}-{after}", Verification, build, probes)
 
 
 def _page_of(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> list[Verification]:

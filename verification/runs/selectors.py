@@ -60,8 +60,7 @@ _VERIFICATION_READ: Final = Compiled(
 def verification_read(verification_pk: uuid.UUID) -> Verification | None:
     """The verification as committed now, with ``submitted_by`` and ``rubric`` loaded (as ``select_related`` would),
     in one statement compiled once; None when there is none."""
-    rows = _VERIFICATION_READ.rows(verification_pk=verification_pk)
-    return _VERIFICATION_ROW.root(rows[0]) if rows else None
+    return _VERIFICATION_ROW.first(_VERIFICATION_READ.rows(verification_pk=verification_pk))
 
 
 #: ``task_get``'s read, compiled once and sent prepared: every submission names its task.
@@ -81,8 +80,7 @@ def task_get(task_id: str | uuid.UUID) -> Task | None:
         pk = task_id if isinstance(task_id, uuid.UUID) else uuid.UUID(str(task_id))
     except ValueError:
         return None
-    rows = _TASK_READ.rows(task_pk=pk)
-    return _TASK_ROW.root(rows[0]) if rows else None
+    return _TASK_ROW.first(_TASK_READ.rows(task_pk=pk))
 
 
 def current_cycle(task: Task) -> int:
@@ -124,7 +122,7 @@ _CONTRACT: Final = Compiled(
 
 def contract_of(task: Task, cycle: int) -> ContractAcceptance | None:
     """The contract of the cycle: its latest acceptance by the kernel's rule (``contracts.current_contract``)."""
-    rows = [_CONTRACT_RELATED.root(values) for values in _CONTRACT.rows(task_pk=task.pk, cycle=cycle)]
+    rows = _CONTRACT_RELATED.all(_CONTRACT.rows(task_pk=task.pk, cycle=cycle))
     return contract_among(cycle, rows)
 
 

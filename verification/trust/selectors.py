@@ -62,8 +62,7 @@ _HEAD: Final = Compiled("head-of", Receipt, _head_query, {"verification_pk": Pro
 
 def head_of(verification: Verification) -> Receipt | None:
     """The last receipt of the chain (the head), or None while the chain is empty."""
-    rows = _HEAD.rows(verification_pk=verification.pk)
-    return _RECEIPT_ROW.root(rows[0]) if rows else None
+    return _RECEIPT_ROW.first(_HEAD.rows(verification_pk=verification.pk))
 
 
 def _entry(seq: int, key_id: str, prev_hash: str | None, content_hash: str, signature: str, envelope: str) -> Entry:

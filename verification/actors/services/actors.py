@@ -168,7 +168,7 @@ def token_authenticate(raw: str) -> ApiToken | None:
     if not isinstance(raw, str) or TOKEN_RE.fullmatch(raw) is None:
         return None
     rows = _TOKEN_BY_HASH.rows(token_hash=_hash(raw))  # a unique index: at most one
-    token = _TOKEN_ROW.root(rows[0]) if rows else None
+    token = _TOKEN_ROW.first(rows)
     if token is None or token.revoked_at is not None:
         return None
     user = token.actor.user

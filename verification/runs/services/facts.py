@@ -247,7 +247,7 @@ _BINDINGS: Final = Compiled(
 def _bindings(verification_pk: uuid.UUID) -> list[VerificationEvidence]:
     """The verification's bindings in symbol order, each with its evidence and that evidence's ``admitted_by``
     loaded (what ``select_related("evidence", "evidence__admitted_by")`` loads), by a query compiled once."""
-    return [_BINDING_RELATED.root(values) for values in _BINDINGS.rows(verification_pk=verification_pk)]
+    return _BINDING_RELATED.all(_BINDINGS.rows(verification_pk=verification_pk))
 
 
 def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str, Any] | None = None) -> Facts:
