@@ -2,7 +2,8 @@
 reviewer signed in, and per round, in turn: a trivial view through the same middleware (``/_bench/trivial``), the
 queue page (``GET /queue/``), "Next item" (``POST /queue/claim-next``, which claims and redirects) with the review
 page it opens, and a decision (``POST …/decide``, FAIL with a rationale: the copies carry no evidence to cite, so a
-PASS is impossible) with the page it redirects to (the next claimed item, its chain re-verified). Each client request
+PASS is impossible; it records the decision and claims the next item) with the page it redirects to (the next claimed
+item, its chain re-verified), timed together and the POST alone. Each client request
 opens a new connection (gunicorn's sync workers do not keep connections alive). Wall time in the client."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -87,7 +89,8 @@ def measure(*, database_url: str, session_key: str, secret_key: str, rounds: int
         cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}"
-    figures = HttpFigures(samples={k: [] for k in ("trivial", "queue", "claim", "decide")}, workers=workers)
+    actions = ("trivial", "queue", "claim", "decide", "decide-post")
+    figures = HttpFigures(samples={k: [] for k in actions}, workers=workers)
     try:
         _wait_up(base, proc)
         http = requests.Session()
@@ -118,12 +121,19 @@ def measure(*, database_url: str, session_key: str, secret_key: str, rounds: int
             assert action and key and token, f"no decision form on {review.url}"
             data = {"csrfmiddlewaretoken": token.group(1), "request_key": key.group(1), "verdict": "FAIL",
                     "rationale": "bench: the output does not match the contract"}
-            elapsed, after = _timed(lambda d=data, a=action: http.post(base + a.group(1), data=d, timeout=30))
+            # The decision's POST (it records the decision and claims the next item, answering 303/302), then the
+            # page it redirects to; timed apart and together.
+            posted_s, posted = _timed(lambda d=data, a=action: http.post(
+                base + a.group(1), data=d, timeout=30, allow_redirects=False))
+            assert posted.is_redirect, posted.status_code
+            location = posted.headers["Location"]
+            opened_s, after = _timed(lambda loc=location: http.get(urljoin(base, loc), timeout=30))
             assert after.status_code == 200, after.status_code
-            refused = any("#refusal" in h.headers.get("Location", "") for h in after.history)
+            refused = "#refusal" in location
             figures.refused += int(refused and timed)
             if timed:
-                figures.samples["decide"].append(elapsed)
+                figures.samples["decide"].append(posted_s + opened_s)
+                figures.samples["decide-post"].append(posted_s)
             # The decision redirects to the next claimed item: measure a fresh claim every other round.
             review = after if (i % 2 == 0 and "/review/" in after.url and not refused) else None
             figures.rounds += int(timed)

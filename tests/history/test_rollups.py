@@ -256,6 +256,19 @@ def test_the_installed_functions_return_early_and_still_count_what_moved(queue: 
 
 
 @pytest.mark.postgres
+def test_every_installed_function_plans_its_statements_once_per_session() -> None:
+    """Migration 0019: each rollup function runs with generic plans (planned once, not on every call)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT proname, proconfig FROM pg_proc WHERE proname = ANY(%s)",
+            [sorted(rollups_triggers.trigger_names("postgresql"))],
+        )
+        found = dict(cursor.fetchall())
+    assert set(found) == rollups_triggers.trigger_names("postgresql")
+    assert all(config == ["plan_cache_mode=force_generic_plan"] for config in found.values()), found
+
+
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_re_run_and_a_verdict_that_makes_the_old_one_a_member_arriving_at_once(queue: Queue, bulk: Bulk) -> None:
     """Migration 0018: the insert trigger refreshes the row it supersedes only if that row has member rows, judged
