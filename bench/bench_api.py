@@ -15,7 +15,7 @@
 
 Both sides run in the same run, in alternating rounds (the k in turn, the order reversed every other round), so the
 machine's other load hits them alike. ``BENCH_API_CONN_MAX_AGE=<seconds>`` runs the server and the workers with
-persistent database connections (an experiment; the portal's settings open one per request and per task). PostgreSQL and
+another database connection age than the portal's (an experiment; the portal keeps one for 60 s). PostgreSQL and
 Redis only (DATABASE_URL=postgres://..., CELERY_BROKER_URL=redis://...): anything else is skipped with a message.
 It works in a scratch database ``bench_api_<name>`` that it creates, migrates and drops, and in two Celery queues
 of its own (``bench-api-<random>`` for the workers; ``...-direct-...`` takes the messages the direct submissions
