@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_postrun, task_prerun, worker_init
 
 from reviewportal.config import ConfigurationError, exit_on_configuration_error
 
@@ -32,6 +32,21 @@ def _load_django_settings(sender: Any = None, **kwargs: Any) -> None:
         settings.INSTALLED_APPS  # noqa: B018 - forces the settings module to load
     except ConfigurationError as exc:
         exit_on_configuration_error(exc)
+
+
+@task_prerun.connect
+@task_postrun.connect
+def close_old_connections(sender: Any = None, **kwargs: Any) -> None:
+    """Before and after each task, what Django does around each request (``django.db.close_old_connections``): a
+    connection that is unusable (an error since its last commit or rollback, autocommit left off) or older than
+    ``CONN_MAX_AGE`` is closed, any other kept for the next task (checked before reuse when ``CONN_HEALTH_CHECKS``).
+    Not around an eager task: it runs inside its caller's request or transaction (``CELERY_DB_REUSE_MAX`` keeps
+    Celery's own fixup from closing every connection)."""
+    from django.db import close_old_connections as close_unusable_or_old
+
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    close_unusable_or_old()
 
 
 @worker_init.connect

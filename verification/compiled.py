@@ -82,6 +82,9 @@ def raw_cursor(conn: Any) -> Any:
     past Django's cursor (prepared, or pipelined); ``log_sent`` puts them on ``connection.queries``."""
     import psycopg
 
+    # What Django's cursor does first: a kept connection (CONN_MAX_AGE) that the server dropped (a restart) is
+    # replaced, checked once per request or task (CONN_HEALTH_CHECKS), instead of failing the statement.
+    conn.close_if_health_check_failed()
     conn.ensure_connection()
     conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
     return psycopg.Cursor(conn.connection)
