@@ -453,6 +453,19 @@ def _phase_note(mode: str, k: int, phase: Phase, names: list[str]) -> str:
     )
 
 
+def _end_to_end_bound(one: Phase, within: list[str]) -> str:
+    """End to end, every process shares the CPUs: had the 1-worker run kept a share B of them busy, k workers could
+    reach at most 1 / B of its rate however well they scale, i.e. 1 / (k B) of k x the 1-worker figure."""
+    busy = one.cpu["machine"] / one.cpu["machine-all"] if one.cpu.get("machine-all") else 0.0
+    if busy <= 0 or not within:
+        return ""
+    bounds = ", ".join(f"k = {k}: {min(1.0, 1 / (int(k) * busy)):.2f}" for k in within)
+    return (
+        f". End to end with 1 worker the machine's CPUs were already {busy:.0%} busy (the web server, PostgreSQL, "
+        f"Redis and the client threads beside the worker), so the CPUs bound the end-to-end ratio at {bounds}"
+    )
+
+
 def _report(figures: Figures, server: str, names: list[str]) -> str:
     cpus = os.cpu_count() or 1
     one = figures.phases["end to end", 1]
@@ -509,7 +522,8 @@ def _report(figures: Figures, server: str, names: list[str]) -> str:
                   f"most {cpus}/{k} = {cpus / k:.2f} of {k} x the 1-worker figure (shown, not a target)"
                   for k in beyond)
         + f". Measured while 1 worker drained the queue: the worker's processes used {worker_busy:.0%} of a CPU, "
-        f"the machine's {cpus} CPUs were {machine_busy:.0%} busy (other jobs included)",
+        f"the machine's {cpus} CPUs were {machine_busy:.0%} busy (other jobs included)"
+        + _end_to_end_bound(one, within),
         f"(a) per k and round {THROUGHPUT_COUNT // ROUNDS} submissions (wait_ms=0) from {CLIENTS} client threads, "
         f"timed from the first request until the last receipt; {TASKS} tasks in turn; {ROUNDS} rounds, the k in "
         f"turn (reversed every other round), end to end and then drained for each; a direct run of "

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.django_db
 
 #: The review page of a held item: the session and the user; their permissions (one read: ``PermissionsInOneRead``);
 #: the item with its task, submitter, rubric, lease, head and queue facts (membership, a re-run) in one statement; the
-#: bindings; the chain; the decisions; the rails (one statement); the queue's counts (one). No save of the session: it
+#: bindings; the chain; the decisions (these four in one round trip on PostgreSQL: ``compiled.pipelined``); the rails
+#: (one statement); the queue's counts (one). No save of the session: it
 #: is written when changed or when its idle-expiry would move by more than a minute (reviewportal/sessions.py), no
 #: longer on every request. The arrived results are read only for an item with semantic criteria: one more.
 REVIEW_PAGE_BOUND = 9
@@ -127,3 +128,31 @@ def test_the_review_page_sends_as_many_statements_for_a_longer_chain(queue: Queu
         assert page.status_code == 200
         counts.append(len(statements))
     assert counts[0] <= REVIEW_PAGE_BOUND and counts[1] == counts[0] + 1 <= REVIEW_PAGE_SEMANTIC_BOUND, counts
+
+
+def test_the_review_page_sends_its_item_bindings_chain_and_decisions_together(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The four reads that need only the item's key go in one ``compiled.pipelined`` call (one round trip on
+    PostgreSQL; one after the other on SQLite), and the page shows what each read."""
+    from verification.reviews import item_selectors
+
+    sent: list[list[str]] = []
+    real = item_selectors.pipelined
+
+    def spy(*queries: Any) -> Any:
+        sent.append([query.name for query, _ in queries])
+        return real(*queries)
+
+    monkeypatch.setattr(item_selectors, "pipelined", spy)
+    item = _item(queue, 2)
+    review_claim(user=reviewer, verification=item)
+    client = Client()
+    client.force_login(reviewer)
+    page = client.get(f"/review/{item.pk}/")
+    assert page.status_code == 200
+    assert sent == [["review-subject", "review-bindings", "proof-rows", "review-decisions"]]
+    body = page.content.decode()
+    assert body.count("data-chain-entry=") == Receipt.objects.filter(verification=item).count()
+    for binding in VerificationEvidence.objects.filter(verification=item):
+        assert binding.symbol in body

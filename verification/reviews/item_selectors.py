@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, QuerySet, Subquery
 
-from verification.compiled import Compiled, Probe, Related
+from verification.compiled import Compiled, Probe, Related, pipelined
 from verification.errors import NotFound
 from verification.evidence.models import VerificationEvidence
 from verification.evidence.selectors import EvidenceRead, read_evidence
@@ -27,7 +27,7 @@ from verification.reviews.selectors import _held, outcome_as_read, queue_member_
 from verification.runs.models import ArrivedResult, Verification
 from verification.runs.selectors import rubric_criteria
 from verification.trust.models import Receipt, ReceiptKind
-from verification.trust.selectors import proof_for, receipt_payload, trusted_keys, untrusted_head
+from verification.trust.selectors import proof_of_rows, proof_read, receipt_payload, trusted_keys, untrusted_head
 
 
 @dataclass(frozen=True)
@@ -129,9 +129,8 @@ class _Subject:
     newer_pk: Any
 
 
-def _subject(verification_id: Any, now: datetime) -> _Subject | None:
-    pk = _pk(verification_id)
-    rows = _SUBJECT.rows(verification_pk=pk, now=now) if pk is not None else []
+def _subject(rows: list[tuple[Any, ...]], now: datetime) -> _Subject | None:
+    """The item of ``_SUBJECT``'s row; None when there is no row (no such verification)."""
     if not rows:
         return None
     width = _SUBJECT_RELATED.width
@@ -175,16 +174,12 @@ _JUDGMENTS: Final = _of_verification("review-judgments", ArrivedResult, _JUDGMEN
 _DECISIONS: Final = _of_verification("review-decisions", ReviewDecision, _DECISION_RELATED, "id")
 
 
-def decisions_of(verification: Verification) -> list[ReviewDecision]:
-    """The decisions recorded on ``verification``, oldest first, each with its reviewer and receipt."""
-    return _DECISION_RELATED.all(_DECISIONS.rows(verification_pk=verification.pk))
-
-
-def bound_evidence(verification: Verification, payload: Mapping[str, Any], now: datetime) -> list[BoundEvidence]:
-    """The items bound to ``verification``, by symbol, each read now (``read_evidence``)."""
+def bound_evidence(payload: Mapping[str, Any], now: datetime, rows: list[tuple[Any, ...]]) -> list[BoundEvidence]:
+    """The items bound to the verification (``rows``: ``_BINDINGS``' rows, by symbol), each read now
+    (``read_evidence``)."""
     signed = {str(e.get("id")): e for e in payload.get("evidence", ())}
     out: list[BoundEvidence] = []
-    for row in _BINDINGS.rows(verification_pk=verification.pk):
+    for row in rows:
         binding = _BINDING_RELATED.root(row)
         evidence = binding.evidence
         fresh = freshness(
@@ -206,9 +201,12 @@ def semantic_judgments(verification: Verification, outcome: Outcome | None) -> l
     return [row for row in arrived if row.criterion_id in semantic]
 
 
-def verify_chain(verification: Verification, head: Receipt | None) -> VerificationReport | None:
-    """The chain so far, verified strictly (SPEC §7): the pinned proof-signing keys and the stored head."""
-    proof = proof_for(verification)
+def verify_chain(
+    verification: Verification, head: Receipt | None, rows: list[tuple[Any, ...]]
+) -> VerificationReport | None:
+    """The chain so far (``rows``: ``proof_read``'s), verified strictly (SPEC §7): the pinned proof-signing keys and
+    the stored head."""
+    proof = proof_of_rows(verification, rows)
     if proof is None:
         return None
     return verify_report(
@@ -223,8 +221,18 @@ def verify_chain(verification: Verification, head: Receipt | None) -> Verificati
 def review_item_of(verification_id: Any, *, now: datetime) -> ReviewItem | None:
     """Everything the review page shows about one verification, read at ``now`` (issue 5 §3); None when there is no
     such verification (also for a string that is not a UUID). The item, its relations, its head, its lease and its
-    queue facts come in one compiled statement (``_subject_query``)."""
-    subject = _subject(verification_id, now)
+    queue facts come in one compiled statement (``_subject_query``), sent with the reads of its bindings, its chain
+    and its decisions in ONE round trip on PostgreSQL (``compiled.pipelined``): they need only its key."""
+    pk = _pk(verification_id)
+    if pk is None:
+        return None
+    subject_rows, binding_rows, chain_rows, decision_rows = pipelined(
+        (_SUBJECT, {"verification_pk": pk, "now": now}),
+        (_BINDINGS, {"verification_pk": pk}),
+        proof_read(pk),
+        (_DECISIONS, {"verification_pk": pk}),
+    )
+    subject = _subject(subject_rows, now)
     if subject is None:
         return None
     verification, head = subject.verification, subject.head
@@ -249,11 +257,11 @@ def review_item_of(verification_id: Any, *, now: datetime) -> ReviewItem | None:
         outcome=outcome,
         untrusted_head=head is not None and untrusted_head(head),
         criterion_kinds=kinds,
-        evidence=bound_evidence(verification, automated_payload, now),
+        evidence=bound_evidence(automated_payload, now, binding_rows),
         judgments=semantic_judgments(verification, outcome),
-        chain=verify_chain(verification, head),
+        chain=verify_chain(verification, head, chain_rows),
         lease=subject.lease,
-        decisions=decisions_of(verification),
+        decisions=_DECISION_RELATED.all(decision_rows),
         in_queue=subject.in_queue,
         superseded_by=Verification.objects.filter(pk=newer).first() if newer is not None else None,
     )
