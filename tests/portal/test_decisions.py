@@ -440,3 +440,50 @@ def test_managers_see_what_awaits_evidence_and_the_feed_carries_the_request(
     assert feed.status_code == 200
     kinds = [event["kind"] for event in feed.json()["events"]]
     assert kinds[-1] == "verification.evidence_requested"
+
+
+# --- the decision's security-log entry ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_decision_and_its_log_entry_are_written_in_one_transaction_without_a_savepoint(
+    queue: Queue, reviewer: Any
+) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    from verification.actors.services.actors import actor_for_user
+    from verification.trust.models import SecurityLogEntry
+
+    verification = queue.unknown()
+    review_claim(user=reviewer, verification=verification)
+    actor_for_user(reviewer)  # a first decision makes the reviewer's actor (get_or_create: its own savepoints)
+    with CaptureQueriesContext(connection) as captured:
+        decision = decide(reviewer, verification, "FAIL")
+    statements = [q["sql"] for q in captured.captured_queries]
+    assert not [sql for sql in statements if "SAVEPOINT" in sql], "\n".join(s[:120] for s in statements)
+    entry = SecurityLogEntry.objects.get(kind="decision", target=str(verification.pk))
+    assert entry.user == reviewer and entry.detail == {"action": "FAIL", "receipt": decision.receipt_id}
+
+
+def test_a_decision_whose_log_entry_fails_is_not_recorded(
+    queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import DatabaseError
+
+    from verification.trust.models import SecurityLogEntry
+
+    verification = queue.unknown()
+    review_claim(user=reviewer, verification=verification)
+    real_save = SecurityLogEntry.save
+
+    def failing_save(self: SecurityLogEntry, *args: Any, **kwargs: Any) -> None:
+        if self.kind == "decision":
+            raise DatabaseError("the log is full")
+        real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(SecurityLogEntry, "save", failing_save)
+    receipts = Receipt.objects.count()
+    with pytest.raises(DatabaseError):
+        decide(reviewer, verification, "FAIL")
+    assert Receipt.objects.count() == receipts
+    assert not ReviewDecision.objects.filter(verification=verification).exists()

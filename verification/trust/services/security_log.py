@@ -322,11 +322,15 @@ def _on_review_decision(
 ) -> None:
     if not created or raw:
         return
+    # Saved inside the decision's transaction (``review_decide``'s): the entry and the decision stand or fall
+    # together, written straight into it (no savepoint of its own: two round trips fewer per decision). A decision
+    # saved outside any transaction gets one of its own, as before.
     security_log_record(
         kind=SecurityEventKind.DECISION,
         user=instance.user,
         target=str(instance.verification_id),
         detail={"action": instance.action, "receipt": instance.receipt_id},
+        savepoint=not transaction.get_connection().in_atomic_block,
     )
 
 
