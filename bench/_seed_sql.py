@@ -443,12 +443,12 @@ _UNCOMPARED = {"verification_reviewdecision": {"request_key"}, "verification_rev
 
 def check(prototype: Prototype) -> list[str]:
     """Sample copies compared column for column with what ``_rows_for`` builds for their plan values (receipts with
-    their signatures), their chains verified as the review page verifies them: the differences (none: [])."""
+    their signatures), their chains verified strictly (``check_chain``: the stored head, the pinned keys): the
+    differences (none: [])."""
     from django.db import connection
 
-    from verification.reviews.item_selectors import verify_chain
     from verification.runs.models import Verification
-    from verification.trust.selectors import head_of
+    from verification.trust.selectors import check_chain
 
     problems = []
     for category, vid, task_id, submitted, deadline, supersedes, lease in _samples():
@@ -468,10 +468,7 @@ def check(prototype: Prototype) -> list[str]:
                 differ = sorted(c for c in built if c not in skip and built[c][0] != stored[c][0])
                 if differ:
                     problems.append(f"{category} {vid} {kind}: {', '.join(differ)} differ")
-        verification = Verification.objects.get(pk=vid)
-        head = head_of(verification)
-        if head is not None:
-            report = verify_chain(verification, head)
-            if report is None or not report.ok:
-                problems.append(f"{category} {vid}: chain does not verify: {report and report.detail}")
+        checked = check_chain(Verification.objects.get(pk=vid))  # against its stored head, the pinned keys
+        if checked is not None and not checked.report.ok:
+            problems.append(f"{category} {vid}: chain does not verify: {checked.report.detail}")
     return problems
