@@ -8,11 +8,7 @@ from django.db import migrations
 from verification.records import rollups
 
 
-def reinstall(apps, schema_editor):
-    rollups.install_if_ready(schema_editor.connection)
-
-
 class Migration(migrations.Migration):
     dependencies = [("verification", "0015_queue_reads_as_flagged")]
 
-    operations = [migrations.RunPython(reinstall, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(rollups.reinstall, migrations.RunPython.noop)]
