@@ -116,8 +116,7 @@ def proof_read(verification_pk: Any) -> tuple[Compiled, Mapping[str, Any]]:
 
 def proof_of_rows(verification: Verification, rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
     """``proof_for``'s document of the rows ``proof_read`` read; None for no rows (an empty chain)."""
-    rows.sort(key=itemgetter(0))  # see _wire_rows
-    entries = wire_entries(rows)
+    entries = wire_entries(_in_seq_order(rows))
     if not entries:
         return None
     head = entries[-1]["content_hash"]
@@ -127,7 +126,7 @@ def proof_of_rows(verification: Verification, rows: list[tuple[Any, ...]]) -> di
 def proof_text(verification: Verification) -> str | None:
     """``proof_for``'s document as compact JSON text (``kernel.chain.proof_json``), for the API to serve as it is;
     None while the chain is empty."""
-    rows = _wire_rows(verification)
+    rows = _in_seq_order(_WIRE_ROWS.rows(verification_pk=verification.pk))
     if not rows:
         return None
     head = rows[-1][_CONTENT_HASH]
@@ -137,14 +136,13 @@ def proof_text(verification: Verification) -> str | None:
 _CONTENT_HASH: Final = WIRE_COLUMNS.index("content_hash")
 
 
-def _wire_rows(verification: Verification) -> list[tuple[Any, ...]]:
-    """The chain's wire columns (``WIRE_COLUMNS``), in seq order.
+def _in_seq_order(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``_WIRE_ROWS``' rows (the chain's wire columns, ``WIRE_COLUMNS``) sorted by seq, in place.
 
-    Only the wire columns (chains can be long), in the database's order and sorted here: with ORDER BY seq,
-    PostgreSQL may sort the wide rows (spilling 11 MB to disk for 10,000 entries when it expects a short chain)
-    where sorting the fetched tuples by seq costs a millisecond (they mostly arrive in order).
+    Read in the database's order and sorted here: with ORDER BY seq, PostgreSQL may sort the wide rows (spilling
+    11 MB to disk for 10,000 entries when it expects a short chain) where sorting the fetched tuples by seq costs a
+    millisecond (they mostly arrive in order).
     """
-    rows = _WIRE_ROWS.rows(verification_pk=verification.pk)
     rows.sort(key=itemgetter(0))
     return rows
 
