@@ -385,6 +385,11 @@ class Phase:
     def rate(self) -> float:
         return self.done / self.seconds
 
+    @property
+    def machine_busy(self) -> float:
+        """The share of the machine's CPU time that was busy (every process, other jobs included)."""
+        return self.cpu["machine"] / self.cpu["machine-all"] if self.cpu.get("machine-all") else 0.0
+
     def add_cpu(self, cpu: dict[str, float], tasks: dict[str, int]) -> None:
         for key, value in cpu.items():
             self.cpu[key] = self.cpu.get(key, 0.0) + value
@@ -432,7 +437,7 @@ def _phase_note(mode: str, k: int, phase: Phase, names: list[str]) -> str:
     """Where the time and the CPU of the runs with ``k`` workers went."""
     cpu, ms = phase.cpu, 1000 / phase.done
     workers = sum(cpu.get(name, 0.0) for name in names)
-    machine = cpu["machine"] / cpu["machine-all"] if cpu.get("machine-all") else 0.0
+    machine = phase.machine_busy
     tasks = ", ".join(str(phase.tasks.get(name, 0)) for name in names)
     if mode == "drain":
         timing = (f"submitted in {phase.answered_seconds:.1f} s with no worker consuming, then drained in "
@@ -456,7 +461,7 @@ def _phase_note(mode: str, k: int, phase: Phase, names: list[str]) -> str:
 def _end_to_end_bound(one: Phase, within: list[str]) -> str:
     """End to end, every process shares the CPUs: had the 1-worker run kept a share B of them busy, k workers could
     reach at most 1 / B of its rate however well they scale, i.e. 1 / (k B) of k x the 1-worker figure."""
-    busy = one.cpu["machine"] / one.cpu["machine-all"] if one.cpu.get("machine-all") else 0.0
+    busy = one.machine_busy
     if busy <= 0 or not within:
         return ""
     bounds = ", ".join(f"k = {k}: {min(1.0, 1 / (int(k) * busy)):.2f}" for k in within)
@@ -509,7 +514,7 @@ def _report(figures: Figures, server: str, names: list[str]) -> str:
     beyond = [k for k in WORKER_COUNTS if k > cpus]
     drained = figures.phases["drain", 1]
     worker_busy = sum(drained.cpu.get(name, 0.0) for name in names) / drained.seconds
-    machine_busy = drained.cpu["machine"] / drained.cpu["machine-all"] if drained.cpu.get("machine-all") else 0.0
+    machine_busy = drained.machine_busy
     notes = [
         f"server: {server} on 127.0.0.1; up to {CELERY_WORKERS} workers `celery worker --pool=prefork "
         f"--concurrency=1` on Redis; PostgreSQL scratch database; os.cpu_count() = {cpus}, shared by all of them, "
