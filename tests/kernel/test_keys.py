@@ -336,6 +336,26 @@ def test_verify_is_false_never_an_exception(test1_key: PrivateKey) -> None:
     assert key.verify(None, None) is False  # type: ignore[arg-type]
 
 
+def test_verified_prefix_counts_up_to_the_first_signature_that_fails(test1_key: PrivateKey) -> None:
+    """A chain's signatures in one loop: the count of valid ones from the first, stopping at the first that is not,
+    whatever makes it fail (a wrong message, a malleated S, a short signature, a value that is not bytes)."""
+    key = test1_key.public_key
+    messages = [b"m%d" % i for i in range(5)]
+    pairs = [(test1_key.sign(m), m) for m in messages]
+    assert key.verified_prefix(pairs) == 5
+    assert key.verified_prefix([]) == 0
+    s = int.from_bytes(pairs[2][0][32:], "little")
+    for bad in (
+        (pairs[3][0], messages[2]),  # another entry's signature
+        (pairs[2][0][:32] + (s + L).to_bytes(32, "little"), messages[2]),  # S + L
+        (pairs[2][0][:63], messages[2]),  # short
+        ("not bytes", messages[2]),
+        (pairs[2][0], None),
+    ):
+        assert key.verified_prefix([*pairs[:2], bad, *pairs[3:]]) == 2  # type: ignore[list-item]
+    assert key.verified_prefix(iter(pairs)) == 5  # any iterable, consumed once
+
+
 def test_s_plus_l_is_refused(test1_key: PrivateKey) -> None:
     good = test1_key.sign(b"malleable")
     s = int.from_bytes(good[32:], "little")

@@ -294,14 +294,56 @@ def _counting_verifies(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     from verification.kernel.keys import PublicKey
 
     made: list[bytes] = []
-    real = PublicKey.verify
+    real = PublicKey.verified_prefix  # ``verify`` checks one pair through it
 
-    def counted(self: PublicKey, signature: bytes, message: bytes) -> bool:
-        made.append(message)
-        return real(self, signature, message)
+    def counted(self: PublicKey, pairs: Any) -> int:
+        pairs = list(pairs)
+        verified = real(self, pairs)
+        tried = pairs[: verified + 1]  # the loop stops at the first that does not verify
+        made.extend(message for _, message in tried)
+        return verified
 
-    monkeypatch.setattr(PublicKey, "verify", counted)
+    monkeypatch.setattr(PublicKey, "verified_prefix", counted)
     return made
+
+
+def test_a_chain_under_one_key_is_verified_in_one_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The usual proof, every entry under one pinned key: one ``verified_prefix`` call over every signature."""
+    from verification.kernel.keys import PublicKey
+
+    calls: list[int] = []
+    real = PublicKey.verified_prefix
+
+    def counted(self: PublicKey, pairs: Any) -> int:
+        pairs = list(pairs)
+        calls.append(len(pairs))
+        return real(self, pairs)
+
+    monkeypatch.setattr(PublicKey, "verified_prefix", counted)
+    proof = fresh()
+    assert verify(proof).ok
+    assert calls == [len(proof["entries"])]
+
+
+def test_a_chain_under_two_pinned_keys_is_verified_entry_by_entry() -> None:
+    """Entries signed under two keys (a rotation) take step 5 entry by entry: with both pinned the proof verifies;
+    with one revoked, each entry under it is refused and the others pass."""
+    from tests.kernel.test_chain_verifier import resign_body
+
+    proof = fresh()
+    last = len(proof["entries"]) - 1  # re-signing the last entry leaves the chain's links as they were
+    resign_body(proof["entries"][last], lambda b: b.update(key_id=OTHER_KEY.public_key.key_id), OTHER_KEY)
+    both = {
+        KEY.public_key.key_id: TrustedKey(KEY.public_key),
+        OTHER_KEY.public_key.key_id: TrustedKey(OTHER_KEY.public_key),
+    }
+    head = proof["entries"][-1]["content_hash"]
+    proof["proof_head_hash"] = head
+    assert verify(proof, keys=both, head=head).ok
+    revoked = {**both, OTHER_KEY.public_key.key_id: TrustedKey(OTHER_KEY.public_key, revoked=True)}
+    report = verify(proof, keys=revoked, head=head)
+    assert_refused(report, Reason.REVOKED_KEY, 5, last)
+    assert [r.reason for r in report.steps[5].entries] == [None] * last + [Reason.REVOKED_KEY]
 
 
 def test_one_pass_then_step_by_step_verifies_each_signature_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -134,3 +134,20 @@ def test_a_reviewer_without_an_actor_reads_none_and_claims_with_a_new_one(queue:
     assert found.reviewer is None and found.verifier is None
     assert review_claim_next(user=newcomer) == plain
     assert Actor.objects.filter(user=newcomer).exists()
+
+
+def test_a_cycle_resubmitted_many_times_reads_one_row_per_submitter() -> None:
+    """Every resubmission of a cycle makes no new worker: the query sends one row per submitter (its first submission
+    orders it), not one per verification, so a cycle resubmitted a thousand times costs what it did at the first."""
+    from verification.runs import cycle_workers as module
+
+    with transaction.atomic():
+        verifications, _ = _build(_one_rule(claims=[], submissions=[(1, 1), (2, 1), (1, 1), (4, 1), (2, 1)] * 6))
+        task = verifications[0].task
+        rows = list(module._rows(task=task.pk, cycle=1))
+        submitted = [row[4] for row in rows if row[0] == module._SUBMISSION]
+        first = {v.submitted_by_id: None for v in verifications if v.submitted_by_id is not None}
+        assert submitted == list(first) and len(submitted) == 3  # bob, cy, the portal: first submission first
+        record, _ = _in_one(task, 1)
+        assert record == _one_by_one(task, 1)
+        transaction.set_rollback(True)

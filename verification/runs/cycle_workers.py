@@ -36,6 +36,7 @@ from django.db.models import (
     F,
     IntegerField,
     Max,
+    Min,
     OuterRef,
     Q,
     QuerySet,
@@ -197,7 +198,15 @@ def _workers_query(task: Any, cycle: Any, reviewer: Any = None) -> QuerySet[Any]
     parts = [
         _part(current, _CURRENT, w_number=F("top")),
         _part(_task_claims(task), _CLAIM, ("claimed_at", "id"), "actor", w_at=F("claimed_at"), w_number=F("cycle")),
-        _part(_submissions_of(task, cycle), _SUBMISSION, ("submitted_at", "id"), "submitted_by"),
+        # One row per submitter, not per submission (a cycle resubmitted a thousand times is still its few workers):
+        # its first submission's time in ``w_at``, which orders the part (ties by actor; ``w_seq`` is 0 throughout).
+        _part(
+            _submissions_of(task, cycle).values("submitted_by").annotate(first=Min("submitted_at")),
+            _SUBMISSION,
+            (),
+            "submitted_by",
+            w_at=F("first"),
+        ),
         _part(
             _links_of(task),
             _LINK,
@@ -226,7 +235,7 @@ def _workers_query(task: Any, cycle: Any, reviewer: Any = None) -> QuerySet[Any]
                 ApiToken.objects.filter(actor__user=reviewer), _REVIEWER_TOKEN, w_actor=F("actor"), w_text=F("boundary")
             ),  # fmt: skip
         ]
-    return parts[0].union(*parts[1:], all=True).order_by("w_src", "w_seq")
+    return parts[0].union(*parts[1:], all=True).order_by("w_src", "w_seq", "w_at", "w_actor")
 
 
 #: ``_workers_query`` compiled once per database (``verification.compiled``: each argument a plain parameter, checked
