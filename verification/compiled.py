@@ -15,7 +15,7 @@ import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -65,15 +65,55 @@ def send(alias: str, sql: str, params: Sequence[Any], *, prepared: bool, rows: b
     values. Such a statement still shows on ``connection.queries`` when Django records queries (DEBUG,
     ``CaptureQueriesContext``). Elsewhere, and unprepared, through Django's cursor."""
     conn = connections[alias]
+    _send_pending(conn)  # writes queued before this statement go first (``writes_batched``)
     if not prepared or conn.vendor != "postgresql":
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if rows else int(cursor.rowcount)
     started = time.monotonic()
     with conn.wrap_database_errors, raw_cursor(conn) as cursor:
-        cursor.execute(sql, params, prepare=True)
+        with _begin_with_it(conn.connection):
+            cursor.execute(sql, params, prepare=True)
         found = cursor.fetchall() if rows else int(cursor.rowcount)
     log_sent(conn, (sql,), started)
+    return found
+
+
+def _begin_with_it(pg: Any) -> Any:
+    """A pipeline when the statement about to be sent opens the transaction, so that its BEGIN goes with it in one
+    round trip (psycopg sends a BEGIN due outside a pipeline as a round trip of its own); else nothing."""
+    import psycopg
+
+    if pg.autocommit or pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return contextlib.nullcontext()
+    return pg.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext()
+
+
+def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]] | None:
+    """On PostgreSQL outside a transaction: ``sql`` in a transaction of its own whose commit does not wait for the
+    disk (``SET LOCAL synchronous_commit TO off``, sent with it in one round trip); its rows. None elsewhere (the
+    caller sends it as usual).
+
+    For a write whose loss in a crash of the database server is harmless, and which must be visible to others at
+    once: it is, as any commit; only the WAL flush is left to the next synchronous commit on the server (which
+    flushes every record written before its own, this one included) or the WAL writer (``wal_writer_delay``)."""
+    import psycopg
+
+    conn = connections[alias]
+    if conn.vendor != "postgresql" or conn.in_atomic_block or not psycopg.Pipeline.is_supported():
+        return None
+    _send_pending(conn)
+    started = time.monotonic()
+    with conn.wrap_database_errors, raw_cursor(conn) as cursor:
+        if not conn.connection.autocommit:  # pragma: no cover - Django's connection outside a transaction
+            return None
+        setting = psycopg.Cursor(conn.connection)
+        # In a pipeline, the statements up to its sync are one implicit transaction, which SET LOCAL is part of.
+        with conn.connection.pipeline():
+            setting.execute("SET LOCAL synchronous_commit TO off")
+            cursor.execute(sql, params, prepare=True)
+        found: list[tuple[Any, ...]] = cursor.fetchall()
+    log_sent(conn, ("SET LOCAL synchronous_commit TO off", sql), started)
     return found
 
 
@@ -99,6 +139,109 @@ def log_sent(conn: Any, statements: Sequence[str], started: float) -> None:
             conn.queries_log.append({"sql": sql, "time": took})
 
 
+# --- writes sent together ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    sql: str
+    params: Sequence[Any]
+    rows: bool  # the statement answers rows (RETURNING) that ``then`` receives; else its count of rows changed
+    then: Callable[[Any], None] | None
+
+
+@dataclass
+class _Batch:
+    pending: list[_Pending]
+
+
+def _batch_of(conn: Any) -> _Batch | None:
+    batch: _Batch | None = getattr(conn, "_rp_write_batch", None)
+    return batch
+
+
+@contextlib.contextmanager
+def writes_batched(alias: str = "default") -> Iterator[None]:
+    """Within the block, the writes sent through ``queue`` (``Insert``, ``Compiled.run_later``, a receipt's and an
+    event's INSERT) wait, and go to the server together in ONE pipelined round trip (prepared, as ``send`` sends
+    them) when the block ends, or before any other statement on the connection: Django's cursor (an
+    ``execute_wrapper``), ``send``, ``pipelined``. The server runs them in the order they were queued, each before any
+    later statement, so what the block does is what it would do statement by statement, in fewer round trips (issue
+    15: a run's receipt, head columns and event; a submission's evidence, verification, bindings and results).
+
+    A value a queued statement answers (a key from RETURNING) reaches its instance when the batch is sent; a queued
+    statement that fails raises there, as Django's database error, inside the caller's transaction (which must be
+    open: outside one, and on other vendors than PostgreSQL, every statement is sent at once). A block left by an
+    exception still sends what it queued when the transaction can take it (a caller that catches the exception
+    inside its transaction keeps what was written before it, as without the batch). Nested blocks share the
+    outermost one's batch."""
+    conn = connections[alias]
+    if conn.vendor != "postgresql" or not conn.in_atomic_block or _batch_of(conn) is not None:
+        yield
+        return
+    batch = conn._rp_write_batch = _Batch([])
+
+    def flush_first(execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:
+        _send_pending(conn)
+        return execute(sql, params, many, context)
+
+    try:
+        with conn.execute_wrapper(flush_first):
+            yield
+    except BaseException:
+        import psycopg
+
+        healthy = conn.connection is not None and (
+            conn.connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        )
+        if batch.pending and healthy:
+            _send_pending(conn)  # raises its own error (chained to this one) if the server refuses them
+        raise
+    else:
+        _send_pending(conn)
+    finally:
+        batch.pending.clear()
+        conn._rp_write_batch = None
+
+
+def queue(alias: str, sql: str, params: Sequence[Any], *, rows: bool, then: Callable[[Any], None] | None) -> None:
+    """A write, sent prepared (``send``) now or, inside ``writes_batched``, with the batch; ``then`` receives its rows
+    (``rows``) or its count of rows changed, once sent."""
+    conn = connections[alias]
+    batch = _batch_of(conn)
+    if batch is None:
+        found = send(alias, sql, params, prepared=True, rows=rows)
+        if then is not None:
+            then(found)
+        return
+    batch.pending.append(_Pending(sql, params, rows, then))
+
+
+def _send_pending(conn: Any) -> None:
+    """Send the writes waiting in ``conn``'s batch, in one pipelined round trip, and hand each its answer."""
+    batch = _batch_of(conn)
+    if batch is None or not batch.pending:
+        return
+    pending, batch.pending = batch.pending, []
+    import psycopg
+
+    started = time.monotonic()
+    with conn.wrap_database_errors:
+        cursors = [raw_cursor(conn)]
+        cursors += [psycopg.Cursor(conn.connection) for _ in pending[1:]]
+        with conn.connection.pipeline():
+            for cursor, write in zip(cursors, pending, strict=True):
+                cursor.execute(write.sql, write.params, prepare=True)
+        answers = [
+            cursor.fetchall() if write.rows else int(cursor.rowcount)
+            for cursor, write in zip(cursors, pending, strict=True)
+        ]
+    log_sent(conn, [write.sql for write in pending], started)
+    for write, answer in zip(pending, answers, strict=True):
+        if write.then is not None:
+            write.then(answer)
+
+
 class Compiled:
     """``build(**arguments)``: a queryset of ``model`` (rows: its ``values_list``/``values`` columns), or with
     ``update`` the queryset whose rows ``update(**arguments)`` sets (``run`` answers the count of rows updated).
@@ -113,10 +256,15 @@ class Compiled:
         probes: Mapping[str, Probe],
         *,
         update: Callable[..., Mapping[str, Any]] | None = None,
+        returning: Sequence[str] = (),
         prepared: bool = False,
     ) -> None:
         self.name, self._model, self._build, self._probes, self._update = name, model, build, dict(probes), update
         self._prepared = prepared
+        #: With ``update``: the updated rows' columns (field names) that ``rows`` answers (``UPDATE … RETURNING``).
+        self._returning = tuple(returning)
+        if self._returning and update is None:
+            raise TypeError(f"{name}: returning= is for an UPDATE")
         self._texts: dict[tuple[str, str], _Text] = {}
 
     @property
@@ -157,7 +305,16 @@ class Compiled:
             if not at or any(base[i] != a or params[i] != b for i in at):
                 raise AssertionError(f"{self.name}: the argument {name!r} is not a plain parameter")  # noqa: TRY003
             positions[name] = at
-        outputs = () if self._update is not None else tuple(expr.output_field for expr, _, _ in compiler.select)
+        if self._update is None:
+            outputs = tuple(expr.output_field for expr, _, _ in compiler.select)
+        else:
+            returned = [self._model._meta.get_field(name) for name in self._returning]
+            # A foreign key's column holds the target's key: its converters are the target field's (as the ORM's).
+            outputs = tuple(f.target_field if f.is_relation else f for f in returned)
+            if returned:
+                table = conn.ops.quote_name(self._model._meta.db_table)
+                columns = ", ".join(f"{table}.{conn.ops.quote_name(f.column)}" for f in returned)
+                sql = f"{sql} RETURNING {columns}"
         converters = []
         for i, output in enumerate(outputs):
             functions = conn.ops.get_db_converters(Value(None, output)) + output.get_db_converters(conn)
@@ -177,7 +334,8 @@ class Compiled:
         return params
 
     def rows(self, **arguments: Any) -> list[tuple[Any, ...]]:
-        """The query's rows for ``arguments``, in Python's types."""
+        """The query's rows for ``arguments``, in Python's types (an UPDATE's: the ``returning`` columns of the rows
+        it changed)."""
         alias = self._alias
         text, conn = self._text(alias), connections[alias]
         found = send(alias, text.sql, self._params(text, arguments, conn), prepared=self._prepared, rows=True)
@@ -209,12 +367,29 @@ class Compiled:
             out.append(tuple(values))
         return out
 
+    def rows_unsynced(self, **arguments: Any) -> list[tuple[Any, ...]]:
+        """``rows``, the statement committed on its own without waiting for the disk where ``send_unsynced`` can
+        (PostgreSQL, outside a transaction); elsewhere as ``rows``."""
+        alias = self._alias
+        text, conn = self._text(alias), connections[alias]
+        params = self._params(text, arguments, conn)
+        found = send_unsynced(alias, text.sql, params) if self._prepared else None
+        if found is None:
+            found = send(alias, text.sql, params, prepared=self._prepared, rows=True)
+        return self._convert(text, found, conn)
+
     def run(self, **arguments: Any) -> int:
         """Send the UPDATE for ``arguments``; the number of rows it changed."""
         alias = self._alias
         text = self._text(alias)
         params = self._params(text, arguments, connections[alias])
         return int(send(alias, text.sql, params, prepared=self._prepared, rows=False))
+
+    def run_later(self, **arguments: Any) -> None:
+        """``run`` for a caller that does not read the count: queued in a ``writes_batched`` block (``queue``)."""
+        alias = self._alias
+        text = self._text(alias)
+        queue(alias, text.sql, self._params(text, arguments, connections[alias]), rows=False, then=None)
 
 
 def pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[Any, ...]]]:
@@ -229,6 +404,7 @@ def pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[A
     import psycopg
 
     statements = [query.statement(**arguments) for query, arguments in queries]
+    _send_pending(conn)  # queued writes go first (``writes_batched``)
     started = time.monotonic()
     with conn.wrap_database_errors:
         cursors = [raw_cursor(conn) for _ in statements]
@@ -371,7 +547,8 @@ class Insert:
         return found
 
     def __call__(self, objs: Sequence[Model]) -> list[Model]:
-        """Insert ``objs`` (unsaved instances of the model); they come back saved, their auto keys set."""
+        """Insert ``objs`` (unsaved instances of the model); they come back saved, their auto keys set (inside
+        ``writes_batched``: queued, the keys set when the batch is sent)."""
         objs = list(objs)
         if not objs:
             return objs
@@ -391,12 +568,16 @@ class Insert:
                     if hasattr(value, "resolve_expression"):
                         raise TypeError(f"{self._model.__name__}.{field.name}: an SQL expression is not a value")
                     params.append(field.get_db_prep_save(value, conn))
-            keys = send(alias, self._sql(alias, len(chunk)), params, prepared=True, rows=auto is not None)
-            if auto is not None:
-                if len(keys) != len(chunk):  # pragma: no cover - RETURNING answers one row per row inserted
-                    raise AssertionError(f"{self._model.__name__}: {len(keys)} keys for {len(chunk)} rows")
-                for obj, (key,) in zip(chunk, keys, strict=True):
-                    setattr(obj, auto.attname, key)
+            then = None if auto is None else functools.partial(_set_keys, auto.attname, chunk)
+            queue(alias, self._sql(alias, len(chunk)), params, rows=auto is not None, then=then)
         for obj in objs:
             obj._state.adding, obj._state.db = False, alias
         return objs
+
+
+def _set_keys(attname: str, objs: Sequence[Model], keys: Sequence[Sequence[Any]]) -> None:
+    """Set the auto keys an INSERT's RETURNING answered on the instances it inserted, in order."""
+    if len(keys) != len(objs):  # pragma: no cover - RETURNING answers one row per row inserted
+        raise AssertionError(f"{len(keys)} keys for {len(objs)} rows")  # noqa: TRY003
+    for obj, (key,) in zip(objs, keys, strict=True):
+        setattr(obj, attname, key)

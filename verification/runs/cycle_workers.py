@@ -256,6 +256,20 @@ def cycle_workers(task: Task, cycle: int, *, reviewer: Any = None) -> CycleWorke
     """The workers of ``task``'s ``cycle`` with their boundaries, the link committers, the contract and the task's
     current cycle (SPEC §1): one query (``_workers_query``, compiled once). With ``reviewer`` (a portal user), also
     its actor and that actor's kernel record with its boundaries, in the same query (``reviewer``, ``verifier``)."""
+    arguments = {"task": task.pk, "cycle": cycle}
+    if reviewer is not None:
+        arguments["reviewer"] = reviewer.pk
+    return workers_from_rows(task, cycle, _rows(**arguments))
+
+
+def workers_query(task_pk: Any, cycle: int) -> tuple[Compiled, dict[str, Any]]:
+    """``cycle_workers``' one query and its arguments, for a caller that sends it with others in one round trip
+    (``compiled.pipelined``) and reads its rows with ``workers_from_rows``."""
+    return _WORKERS, {"task": task_pk, "cycle": cycle}
+
+
+def workers_from_rows(task: Task, cycle: int, rows: Iterable[tuple[Any, ...]]) -> CycleWorkers:
+    """``cycle_workers``' record from its query's rows (``_rows``, or ``workers_query`` sent by the caller)."""
     actors: dict[int, Actor] = {}
 
     def actor_of(pk: int, name: str, kind: str, user: Any, created: Any) -> Actor:
@@ -272,10 +286,7 @@ def cycle_workers(task: Task, cycle: int, *, reviewer: Any = None) -> CycleWorke
     tokens: list[tuple[int, str]] = []
     contracts: list[ContractAcceptance] = []
     own: Actor | None = None
-    arguments = {"task": task.pk, "cycle": cycle}
-    if reviewer is not None:
-        arguments["reviewer"] = reviewer.pk
-    for src, _, at, number, pk, name, kind, user, created, text, flag, row in _rows(**arguments):
+    for src, _, at, number, pk, name, kind, user, created, text, flag, row in rows:
         if src == _CURRENT:
             current = int(number) if number is not None else 1
         elif src == _CLAIM:
@@ -422,4 +433,11 @@ def rails_uncertain(verifier: Any) -> Q:
     )
 
 
-__all__ = ["CycleWorkers", "cycle_workers", "rails_certainly_refuse", "rails_uncertain"]
+__all__ = [
+    "CycleWorkers",
+    "cycle_workers",
+    "rails_certainly_refuse",
+    "rails_uncertain",
+    "workers_from_rows",
+    "workers_query",
+]

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from django.db import connection, transaction
 
-from verification.compiled import send
+from verification.compiled import queue
 from verification.runs.models import Event, Verification
 
 _EVENT_FEED_LOCK: Final = 8_200_308_002  # pg_advisory_xact_lock key of the event feed (any fixed bigint)
@@ -66,9 +66,15 @@ def _insert_locked(event: Event) -> Event:
     to commit like ``_lock_feed``'s. The values are prepared by their model fields, as ``Model.save`` would."""
     fields, sql = _locked_insert()
     values = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields]
-    ((event.id,),) = send(connection.alias, sql, [_EVENT_FEED_LOCK, *values], prepared=True, rows=True)
+    # Queued with the transaction's other writes inside ``writes_batched`` (the last of them: the lock is then held
+    # for the commit only); its id is set when it is sent.
+    queue(connection.alias, sql, [_EVENT_FEED_LOCK, *values], rows=True, then=functools.partial(_set_id, event))
     event._state.adding, event._state.db = False, connection.alias
     return event
+
+
+def _set_id(event: Event, rows: list[tuple[int]]) -> None:
+    ((event.id,),) = rows
 
 
 @functools.cache

@@ -50,7 +50,7 @@ from verification.kernel.rails import check_change_manifest
 from verification.kernel.reasons import Reason
 from verification.kernel.semantic import parse_judgment, route
 from verification.kernel.verdicts import Authority, Check, Verdict
-from verification.runs.cycle_workers import cycle_workers
+from verification.runs.cycle_workers import CycleWorkers, cycle_workers
 from verification.runs.models import ArrivedResult, Task, Verification
 from verification.runs.selectors import rubric_criteria
 from verification.runs.services.tasks import baseline_secret
@@ -247,12 +247,31 @@ _BINDINGS: Final = Compiled(
 def _bindings(verification_pk: uuid.UUID) -> list[VerificationEvidence]:
     """The verification's bindings in symbol order, each with its evidence and that evidence's ``admitted_by``
     loaded (what ``select_related("evidence", "evidence__admitted_by")`` loads), by a query compiled once."""
-    return _BINDING_RELATED.all(_BINDINGS.rows(verification_pk=verification_pk))
+    return bindings_from_rows(_BINDINGS.rows(verification_pk=verification_pk))
 
 
-def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str, Any] | None = None) -> Facts:
+def bindings_query(verification_pk: uuid.UUID) -> tuple[Compiled, dict[str, Any]]:
+    """The bindings' query and its arguments, for a caller that sends it with others (``compiled.pipelined``)."""
+    return _BINDINGS, {"verification_pk": verification_pk}
+
+
+def bindings_from_rows(rows: Sequence[Sequence[Any]]) -> list[VerificationEvidence]:
+    """``_bindings``' records from its query's rows."""
+    return _BINDING_RELATED.all(rows)
+
+
+def load_facts(
+    verification: Verification,
+    *,
+    now: datetime,
+    gates: Mapping[str, Any] | None = None,
+    workers: CycleWorkers | None = None,
+    bindings: list[VerificationEvidence] | None = None,
+) -> Facts:
     """The facts of ``verification``'s run. ``gates``: the ``GATES`` its caller read after locking the verification
-    (``gate_annotations``); a read they found empty is skipped. Without them every read is sent."""
+    (``gate_annotations``); a read they found empty is skipped. Without them every read is sent. ``workers`` and
+    ``bindings``: ``cycle_workers`` of its subject and its bindings, when the caller read them after its lock (with
+    it, in one round trip); else they are read here."""
     task = verification.task
     cycle = verification.cycle
     if task is None or cycle is None:
@@ -261,7 +280,7 @@ def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str,
     portal, portal_record = _portal(gates)
     # SPEC §1: who worked on this cycle (claimants and submitters), their boundaries, the link committers and the
     # contract's acceptor come from the one selector; no rule here keeps its own idea of who did the work.
-    found = cycle_workers(task, cycle)
+    found = workers if workers is not None else cycle_workers(task, cycle)
     claims = found.claims
     workers = found.workers
     producer_row = found.producer_of(verification.submitted_by)
@@ -291,7 +310,7 @@ def load_facts(verification: Verification, *, now: datetime, gates: Mapping[str,
     by_symbol: dict[str, str] = {}
     unnamed = kactors.Actor(None, kactors.ActorKind.AGENT)
     producer_custody = f"boundary:{verification.submitted_boundary}" if verification.submitted_boundary else None
-    bindings = _bindings(verification.pk)
+    bindings = bindings if bindings is not None else _bindings(verification.pk)
     reporters = _manifest_reports(bindings, task) if gates is None or gates["has_manifests"] else {}
     for binding in bindings:
         evidence = binding.evidence

@@ -144,7 +144,7 @@ def record_outcome(
         superseded = Verification.objects.filter(supersedes=verification).exists()
     else:
         superseded = bool(gates["superseded"])
-    _HEAD_COLUMNS.run(
+    _HEAD_COLUMNS.run_later(
         verification_pk=verification.pk,
         verdict=outcome.verdict.value,
         determination=determination,

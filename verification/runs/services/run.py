@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,8 +21,9 @@ from django.utils import timezone
 
 from verification import metrics
 from verification.actors.services.actors import portal_service_actor
-from verification.compiled import Compiled, Probe, Related, pipelined
+from verification.compiled import Compiled, Probe, Related, pipelined, writes_batched
 from verification.errors import NotFound
+from verification.evidence.models import VerificationEvidence
 from verification.kernel.errors import InvariantError
 from verification.kernel.evaluation import (
     evaluate_run,
@@ -30,9 +31,16 @@ from verification.kernel.evaluation import (
 from verification.kernel.reasons import Reason
 from verification.kernel.verdicts import Authority
 from verification.runs import run_signal
+from verification.runs.cycle_workers import CycleWorkers, workers_from_rows, workers_query
 from verification.runs.models import Verification
 from verification.runs.services import events
-from verification.runs.services.facts import claims_of, gate_annotations, load_facts
+from verification.runs.services.facts import (
+    bindings_from_rows,
+    bindings_query,
+    claims_of,
+    gate_annotations,
+    load_facts,
+)
 from verification.runs.services.outcome import outcome_annotations, record_outcome, run_payload
 from verification.trust.models import Receipt, ReceiptKind, SigningKey
 from verification.trust.services.receipts import HeldChain, receipt_issue_held
@@ -89,6 +97,7 @@ _COUNT_ATTEMPT: Final = Compiled(
         "when": Probe.instant(Verification._meta.get_field("started_at")),
     },
     update=lambda verification_pk, when: {"attempts": F("attempts") + 1, "started_at": when},
+    returning=("task_id", "cycle"),  # the subject, never changed after the submission: the run's reads go with its lock
     prepared=True,
 )
 
@@ -127,29 +136,48 @@ _LOCK: Final = Compiled(
 )
 
 
-def _lock_and_read(verification_pk: uuid.UUID) -> tuple[Verification, dict[str, Any]]:
-    """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked) and
-    ``after_lock``'s read, both compiled once and sent in ONE round trip on PostgreSQL with the transaction's BEGIN
-    (``compiled.pipelined``: the server runs the read after the lock is granted, so its snapshot sees every commit
-    before it); ``Verification.DoesNotExist`` when there is none."""
-    lock_rows, rows = pipelined(
-        (_LOCK, {"verification_pk": verification_pk}), (_AFTER_LOCK, {"verification_pk": verification_pk})
-    )
+@dataclass(frozen=True)
+class _Read:
+    """What the run reads after its lock: ``after_lock``'s answer, and (read with it) the cycle's workers and the
+    verification's bindings, or None when they are left to ``load_facts``."""
+
+    state: dict[str, Any]
+    workers: CycleWorkers | None = None
+    bindings: list[VerificationEvidence] | None = None
+
+
+def _lock_and_read(verification_pk: uuid.UUID, subject: tuple[Any, Any] | None = None) -> tuple[Verification, _Read]:
+    """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked),
+    ``after_lock``'s read and, given the verification's ``subject`` (task pk, cycle), the cycle's workers and the
+    verification's bindings: all compiled once and sent in ONE round trip on PostgreSQL with the transaction's BEGIN
+    (``compiled.pipelined``: the server runs the reads after the lock is granted, so their snapshots see every commit
+    before it); ``Verification.DoesNotExist`` when there is none. A subject that is not the locked row's (it never
+    changes; but the lock decides) leaves the workers and bindings to ``load_facts``."""
+    queries = [(_LOCK, {"verification_pk": verification_pk}), (_AFTER_LOCK, {"verification_pk": verification_pk})]
+    task_pk, cycle = subject if subject is not None else (None, None)
+    if task_pk is not None and cycle is not None:
+        queries += [workers_query(task_pk, cycle), bindings_query(verification_pk)]
+    lock_rows, rows, *more = pipelined(*queries)
     if not lock_rows:
         raise Verification.DoesNotExist(f"no verification {verification_pk}")
     if not rows:  # pragma: no cover - the row is locked
         raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
     locked: Verification = _LOCKED.root(lock_rows[0])
-    return locked, dict(zip(_after_lock_names(), rows[0], strict=True))
+    state = dict(zip(_after_lock_names(), rows[0], strict=True))
+    if not more or (locked.task_id, locked.cycle) != (task_pk, cycle):
+        return locked, _Read(state)
+    workers_rows, binding_rows = more
+    return locked, _Read(state, workers_from_rows(locked.task, cycle, workers_rows), bindings_from_rows(binding_rows))
 
 
-def run_locked(verification: Verification, *, now: datetime, state: Mapping[str, Any] | None = None) -> Receipt:
+def run_locked(verification: Verification, *, now: datetime, read: _Read | None = None) -> Receipt:
     """Evaluate and sign seq 0 of ``verification``, whose row the caller holds locked and whose chain is empty.
-    ``state``: ``after_lock``'s answer when the caller read it already (else it is read here)."""
-    state = state if state is not None else after_lock(verification.pk)
+    ``read``: what the caller read after its lock (``_lock_and_read``; else ``after_lock`` is read here)."""
+    read = read if read is not None else _Read(after_lock(verification.pk))
+    state = read.state
     if state["seq0"] is not None:
         raise InvariantError(Reason.MALFORMED_RECORD, f"verification {verification.pk} has run already")
-    facts = load_facts(verification, now=now, gates=state)
+    facts = load_facts(verification, now=now, gates=state, workers=read.workers, bindings=read.bindings)
     result = evaluate_run(
         criteria=facts.criteria,
         ctx=facts.ctx,
@@ -195,8 +223,11 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     """
     pk = _verification_pk(verification_id)
     when = now or timezone.now()
-    # The attempt is counted only when the run is owed (no seq 0 yet, not failed): one statement for the common case.
-    counted = _COUNT_ATTEMPT.run(verification_pk=pk, when=when)
+    # The attempt is counted only when the run is owed (no seq 0 yet, not failed): one statement for the common case,
+    # committed on its own (a reader sees ``running``; a worker that dies mid-run has used an attempt) without waiting
+    # for the disk: the run's commit, which does, flushes it too; a crash of the database server before that loses
+    # this count and the run with it, and the run is attempted again.
+    counted = _COUNT_ATTEMPT.rows_unsynced(verification_pk=pk, when=when)
     if not counted:
         existing = seq0(pk)
         if existing is not None:
@@ -209,11 +240,12 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     started = time.perf_counter()
     try:
         with transaction.atomic():
-            locked, state = _lock_and_read(pk)
-            if state["seq0"] is not None:
+            locked, read = _lock_and_read(pk, counted[0])
+            if read.state["seq0"] is not None:
                 metrics.observe_run(status="already-run")
                 return seq0(pk)
-            receipt = run_locked(locked, now=when, state=state)
+            with writes_batched():  # the receipt, the head columns and the event: one round trip
+                receipt = run_locked(locked, now=when, read=read)
             # Wake a wait_ms submission waiting for this run, once committed (nothing to do without a broker).
             transaction.on_commit(lambda: run_signal.announce(pk))
     except Exception as exc:

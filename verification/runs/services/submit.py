@@ -53,7 +53,7 @@ from django.utils import timezone
 from verification import metrics
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
-from verification.compiled import Compiled, Insert, Probe
+from verification.compiled import Compiled, Insert, Probe, writes_batched
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.evidence.selectors import evidence_by_ids
@@ -193,6 +193,7 @@ def _evidence_key(digests: Sequence[str]) -> str:
     return hashlib.sha256(canonicalize(sorted(digests))).hexdigest()
 
 
+@writes_batched()  # its rows go to the server together, in one round trip
 def _create(
     *,
     actor: Actor,
@@ -288,7 +289,7 @@ def _create(
         ]
     )
     if supersedes is not None:
-        _NOT_AWAITING.run(verification_pk=supersedes.pk)
+        _NOT_AWAITING.run_later(verification_pk=supersedes.pk)
     return verification
 
 

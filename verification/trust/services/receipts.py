@@ -19,7 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from verification.compiled import log_sent, raw_cursor, send
+from verification.compiled import log_sent, queue, raw_cursor
 from verification.db_guards import AppendOnlyError
 from verification.errors import NotFound
 from verification.kernel.chain import content_hash_of, is_hex_hash, sign_entry
@@ -272,6 +272,6 @@ def _insert(conn: BaseDatabaseWrapper, receipt: Receipt) -> None:
         raise AppendOnlyError("a stored receipt cannot be inserted again")
     sql = _statements(conn)
     values = [f.get_db_prep_save(getattr(receipt, f.attname), conn) for f in sql.fields]
-    send(conn.alias, sql.insert, values, prepared=True, rows=False)
+    queue(conn.alias, sql.insert, values, rows=False, then=None)  # with the run's other writes (``writes_batched``)
     receipt._state.adding = False
     receipt._state.db = conn.alias
