@@ -123,16 +123,16 @@ def _world() -> tuple[World, dict[str, Any]]:
 
 
 @pytest.mark.postgres
-def test_a_submission_sends_its_rows_in_one_round_trip(signing_key: Any, round_trips: list[str]) -> None:
+def test_a_submission_reads_in_one_round_trip_and_writes_in_another(signing_key: Any, round_trips: list[str]) -> None:
     world, body = _world()
     round_trips.clear()
     verification, created = verification_submit(
         actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
     )
     sent = list(round_trips)
-    # The subject's current cycle with its latest verification, the cycle's contract, then every row at once: the
-    # evidence, the verification, its binding, the superseded one's flag.
-    assert created and len(sent) == 3 and sent[-1] == "pipeline", sent
+    # The subject's current cycle with its latest verification and the task's contracts, then every row at once:
+    # the evidence, the verification, its binding, the superseded one's flag.
+    assert created and sent == ["pipeline", "pipeline"], sent
     assert Verification.objects.filter(pk=verification.pk).exists()
     assert not Verification.objects.get(pk=verification.supersedes_id).awaiting_evidence
 

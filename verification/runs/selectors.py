@@ -6,7 +6,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
@@ -99,31 +99,35 @@ def kernel_claims(task: Task) -> tuple[KernelClaim, ...]:
 _CONTRACT_RELATED: Final = Related(ContractAcceptance, ("rubric", "accepted_by"))
 
 
-def _contract_query(task_pk: uuid.UUID, cycle: int) -> QuerySet[ContractAcceptance, tuple[object, ...]]:
+def _contracts_query(task_pk: uuid.UUID) -> QuerySet[ContractAcceptance, tuple[object, ...]]:
     return (
-        ContractAcceptance.objects.filter(task_id=task_pk, cycle=cycle)
+        ContractAcceptance.objects.filter(task_id=task_pk)
         .order_by("accepted_at", "id")
         .values_list(*_CONTRACT_RELATED.columns())
     )
 
 
-#: ``contract_of``'s query compiled once (``verification.compiled``): every submission reads it.
-_CONTRACT: Final = Compiled(
-    "contract-of",
-    ContractAcceptance,
-    _contract_query,
-    {
-        "task_pk": Probe.key_of(Task),
-        "cycle": Probe(1_000_041, 1_000_042),
-    },
-    prepared=True,
+#: The task's contract acceptances, every cycle's (one per cycle; the kernel's rule keeps the asked cycle's),
+#: compiled once (``verification.compiled``): every submission reads them.
+_CONTRACTS: Final = Compiled(
+    "task-contracts", ContractAcceptance, _contracts_query, {"task_pk": Probe.key_of(Task)}, prepared=True
 )
 
 
 def contract_of(task: Task, cycle: int) -> ContractAcceptance | None:
     """The contract of the cycle: its latest acceptance by the kernel's rule (``contracts.current_contract``)."""
-    rows = _CONTRACT_RELATED.all(_CONTRACT.rows(task_pk=task.pk, cycle=cycle))
-    return contract_among(cycle, rows)
+    return contract_from_rows(cycle, _CONTRACTS.rows(task_pk=task.pk))
+
+
+def contracts_query(task_pk: uuid.UUID) -> tuple[Compiled, dict[str, Any]]:
+    """``contract_of``'s query and its arguments, for a caller that sends it with others (``compiled.pipelined``):
+    the task's acceptances of every cycle, so that it need not know the cycle first."""
+    return _CONTRACTS, {"task_pk": task_pk}
+
+
+def contract_from_rows(cycle: int, rows: list[tuple[Any, ...]]) -> ContractAcceptance | None:
+    """The contract of ``cycle`` among ``contracts_query``'s rows (the kernel's rule keeps that cycle's)."""
+    return contract_among(cycle, _CONTRACT_RELATED.all(rows))
 
 
 def contract_among(cycle: int, rows: list[ContractAcceptance]) -> ContractAcceptance | None:

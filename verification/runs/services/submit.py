@@ -53,7 +53,7 @@ from django.utils import timezone
 from verification import metrics
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
-from verification.compiled import Compiled, Insert, Probe, writes_batched
+from verification.compiled import Compiled, Insert, Probe, pipelined, writes_batched
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.evidence.selectors import evidence_by_ids
@@ -62,9 +62,9 @@ from verification.kernel.canonical import canonicalize
 from verification.kernel.criteria import CriterionKind
 from verification.kernel.reasons import Reason
 from verification.runs.cycle_workers import cycle_workers
-from verification.runs.models import ArrivedResult, Task, TaskCycle, Verification
+from verification.runs.models import ArrivedResult, ContractAcceptance, Task, TaskCycle, Verification
 from verification.runs.ownership import require_worker_of
-from verification.runs.selectors import contract_of, current_cycle, rubric_criteria
+from verification.runs.selectors import contract_from_rows, contract_of, contracts_query, current_cycle, rubric_criteria
 from verification.runs.services.body_rules import check_author, invalid, refuse_mismatch
 from verification.runs.services.run import seq0
 from verification.runs.submissions import Binding, Submission, submission_of
@@ -179,14 +179,17 @@ _INSERT_BINDINGS: Final = Insert(VerificationEvidence)
 _INSERT_RESULTS: Final = Insert(ArrivedResult)
 
 
-def _cycle_and_latest(task: Task) -> tuple[int, Verification | None]:
-    """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query; the latest
-    comes back as a reference by primary key (a new submission supersedes it: only its id is written)."""
-    rows = _CYCLE_AND_LATEST.rows(task_pk=task.pk)
+def _cycle_and_latest(task: Task) -> tuple[int, Verification | None, ContractAcceptance | None]:
+    """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query, and that
+    cycle's contract (``selectors.contract_of``), read after it in the same round trip (the task's acceptances of
+    every cycle: the kernel's rule keeps the cycle's); the latest comes back as a reference by primary key (a new
+    submission supersedes it: only its id is written)."""
+    rows, contracts = pipelined((_CYCLE_AND_LATEST, {"task_pk": task.pk}), contracts_query(task.pk))
     row = rows[0] if rows else None
     cycle = int(row[0]) if row is not None and row[0] is not None else 1
     latest_id = row[1] if row is not None else None
-    return cycle, (Verification(id=latest_id) if latest_id is not None else None)
+    latest = Verification(id=latest_id) if latest_id is not None else None
+    return cycle, latest, contract_from_rows(cycle, contracts)
 
 
 def _evidence_key(digests: Sequence[str]) -> str:
@@ -205,10 +208,15 @@ def _create(
     supersedes: Verification | None,
     extra_bindings: Sequence[tuple[str, Evidence, bool]] = (),
     now: datetime,
-    cycle: int | None = None,
+    cycle_contract: tuple[int, ContractAcceptance | None] | None = None,
 ) -> Verification:
-    cycle = current_cycle(task) if cycle is None else cycle
-    contract = contract_of(task, cycle)
+    """The submission's rows. ``cycle_contract``: the subject's current cycle and that cycle's contract (or None), when
+    the caller read them; else they are read here."""
+    if cycle_contract is None:
+        cycle = current_cycle(task)
+        contract = contract_of(task, cycle)
+    else:
+        cycle, contract = cycle_contract
     rubric = contract.rubric if contract is not None else None
     registered = rubric_criteria(rubric) if rubric is not None else None
     for kind, listed in ((CriterionKind.SEMANTIC, submission.judgments), (CriterionKind.IMPORTED, submission.results)):
@@ -322,7 +330,7 @@ def verification_submit(
         if replayed is not None:
             return _replayed(replayed), False
     when = now or timezone.now()
-    cycle, latest = _cycle_and_latest(task)
+    cycle, latest, contract = _cycle_and_latest(task)
     try:
         # A savepoint only when an Idempotency-Key can lose a race (an IntegrityError then replays the winner).
         with transaction.atomic() if key is not None else contextlib.nullcontext():
@@ -335,7 +343,7 @@ def verification_submit(
                 idempotency_key=key,
                 supersedes=latest,
                 now=when,
-                cycle=cycle,
+                cycle_contract=(cycle, contract),
             )
     except IntegrityError:
         if key is None:
