@@ -212,3 +212,31 @@ def owner_cursor() -> Iterator[Any]:
 
     with as_owner(), connection.cursor() as cursor:
         yield cursor
+
+
+# --- round trips (issue 15) ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """What the connection sends in one round trip each: a statement outside a pipeline (the test transaction's
+    savepoints left out: in production they are the transaction's BEGIN, sent with its first statement, and COMMIT),
+    or a whole pipeline (``psycopg.Connection.pipeline`` entered)."""
+    import psycopg
+
+    made: list[str] = []
+    pipeline, execute = psycopg.Connection.pipeline, psycopg.Cursor.execute
+
+    def counted_pipeline(self: Any) -> Any:
+        made.append("pipeline")
+        return pipeline(self)
+
+    def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        text = str(query)
+        if self.connection._pipeline is None and not text.startswith(("SAVEPOINT", "RELEASE SAVEPOINT")):
+            made.append(text[:60])
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+    yield made

@@ -470,20 +470,45 @@ def test_a_decision_whose_log_entry_fails_is_not_recorded(
 ) -> None:
     from django.db import DatabaseError
 
-    from verification.trust.models import SecurityLogEntry
+    from verification.compiled import queue as queue_write
+    from verification.trust.services import security_log
 
     verification = queue.unknown()
     review_claim(user=reviewer, verification=verification)
-    real_save = SecurityLogEntry.save
 
-    def failing_save(self: SecurityLogEntry, *args: Any, **kwargs: Any) -> None:
-        if self.kind == "decision":
-            raise DatabaseError("the log is full")
-        real_save(self, *args, **kwargs)
+    def refused_entry(entries: Any) -> None:
+        # The entry's INSERT as the database refuses it (a NOT NULL column left empty), queued with the decision's
+        # other writes as the real one is: the refusal comes when they are sent, and undoes them all.
+        (entry,) = entries
+        assert entry.kind == "decision"
+        sql = "INSERT INTO verification_securitylogentry (kind) VALUES (NULL)"
+        queue_write(connection.alias, sql, [], rows=False, then=None)
 
-    monkeypatch.setattr(SecurityLogEntry, "save", failing_save)
+    monkeypatch.setattr(security_log, "_INSERT_ENTRY", refused_entry)
     receipts = Receipt.objects.count()
     with pytest.raises(DatabaseError):
         decide(reviewer, verification, "FAIL")
     assert Receipt.objects.count() == receipts
     assert not ReviewDecision.objects.filter(verification=verification).exists()
+
+
+@pytest.mark.postgres
+def test_a_decision_sends_its_writes_in_one_round_trip(queue: Queue, reviewer: Any, round_trips: list[str]) -> None:
+    """The decision's receipt, its head's columns, its record and security-log entry, the lease's end and the event
+    go to the database together (``compiled.writes_batched``), after the lock with its reads and the rails' one read."""
+    from verification.actors.services.actors import actor_for_user
+    from verification.trust.models import SecurityLogEntry
+
+    verification = queue.unknown()
+    review_claim(user=reviewer, verification=verification)
+    actor_for_user(reviewer)  # a first decision makes the reviewer's actor
+    round_trips.clear()
+    decision = decide(reviewer, verification, "FAIL")
+    sent = list(round_trips)
+    # The lock with its reads, the rails' one read (the cycle's workers), then every write.
+    assert sent == ["pipeline", sent[1], "pipeline"] and sent[1].startswith("(SELECT"), sent
+    assert decision.pk is not None and decision.receipt_id is not None
+    assert Verification.objects.get(pk=verification.pk).human_decided
+    assert SecurityLogEntry.objects.filter(kind="decision", target=str(verification.pk)).count() == 1
+    assert not ReviewLease.objects.filter(verification=verification, released_at__isnull=True).exists()
+    assert Event.objects.filter(verification=verification, kind="verification.decided").count() == 1

@@ -5,10 +5,8 @@ round trip; a submission its evidence, verification, bindings and flag."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import IntegrityError, connection, transaction
 
@@ -24,29 +22,6 @@ pytestmark = pytest.mark.django_db
 
 _EVENTS = Insert(Event)
 KIND = "finding.raised"
-
-
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """What the connection sends in one round trip each: a statement outside a pipeline (the test transaction's
-    savepoints left out: in production they are the transaction's BEGIN, sent with its first statement, and COMMIT),
-    or a whole pipeline (``psycopg.Connection.pipeline`` entered)."""
-    made: list[str] = []
-    pipeline, execute = psycopg.Connection.pipeline, psycopg.Cursor.execute
-
-    def counted_pipeline(self: psycopg.Connection[Any]) -> Any:
-        made.append("pipeline")
-        return pipeline(self)
-
-    def counted_execute(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
-        text = str(query)
-        if self.connection._pipeline is None and not text.startswith(("SAVEPOINT", "RELEASE SAVEPOINT")):
-            made.append(text[:60])
-        return execute(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
-    monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
-    yield made
 
 
 def _event(n: int) -> Event:

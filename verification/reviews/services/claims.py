@@ -30,7 +30,7 @@ from django.utils import timezone
 from verification.actors.models import Actor
 from verification.actors.roles import DECIDE_VERIFICATION
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import log_sent, raw_cursor
+from verification.compiled import Compiled, Probe, log_sent, raw_cursor
 from verification.errors import NotFound, PermissionRefused, ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.errors import DecisionRefused, KernelError
@@ -467,13 +467,37 @@ def review_renew(*, user: Any, verification: Verification, now: datetime | None 
     return ReviewLease.objects.get(verification_id=verification.pk)
 
 
+#: Ending a reviewer's open lease on an item, compiled once (``verification.compiled``): every decision sends it.
+_END_LEASE: Final = Compiled(
+    "end-lease",
+    ReviewLease,
+    lambda verification_pk, holder_pk, now, end_reason: ReviewLease.objects.filter(
+        verification_id=verification_pk, holder_id=holder_pk, released_at__isnull=True
+    ),
+    {
+        "verification_pk": Probe.key_of(Verification),
+        "holder_pk": Probe(1_000_051, 1_000_052),
+        "now": Probe.instant(ReviewLease._meta.get_field("released_at")),
+        "end_reason": Probe("probe-end-1", "probe-end-2", ReviewLease._meta.get_field("end_reason")),
+    },
+    update=lambda verification_pk, holder_pk, now, end_reason: {"released_at": now, "end_reason": end_reason},
+    prepared=True,
+)
+
+
+def _lease_end_arguments(verification_pk: Any, user: Any, now: datetime, end_reason: str) -> dict[str, Any]:
+    return {"verification_pk": verification_pk, "holder_pk": user.pk, "now": now, "end_reason": end_reason[:32]}
+
+
 def _end_lease(verification_pk: Any, user: Any, now: datetime, end_reason: str) -> bool:
-    return (
-        ReviewLease.objects.filter(verification_id=verification_pk, holder=user, released_at__isnull=True).update(
-            released_at=now, end_reason=end_reason[:32]
-        )
-        == 1
-    )
+    """End ``user``'s open lease on the item; True when there was one."""
+    return _END_LEASE.run(**_lease_end_arguments(verification_pk, user, now, end_reason)) == 1
+
+
+def end_lease_later(verification_pk: Any, user: Any, now: datetime, end_reason: str) -> None:
+    """``_end_lease`` for a caller that does not read the answer (a decision, which holds the lease it ends): queued
+    with the caller's other writes (``compiled.writes_batched``)."""
+    _END_LEASE.run_later(**_lease_end_arguments(verification_pk, user, now, end_reason))
 
 
 @transaction.atomic

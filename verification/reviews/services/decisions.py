@@ -28,7 +28,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe, Related, pipelined
+from verification.compiled import Compiled, Insert, Probe, Related, pipelined, writes_batched
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -53,14 +53,17 @@ from verification.reviews.services.claims import (
     _rail_refusal,
     _rails_over,
     _require_reviewer,
+    end_lease_later,
     review_bar,
 )
 from verification.reviews.services.findings import finding_raise
 from verification.runs.cycle_workers import cycle_workers
 from verification.runs.models import Task, Verification
 from verification.runs.services import events
+from verification.runs.services.outcome import HEAD_PROBES, head_row
 from verification.trust.models import Receipt, ReceiptKind, SigningKey
 from verification.trust.selectors import receipt_payload
+from verification.trust.services import security_log
 from verification.trust.services.receipts import HeldChain, receipt_issue_held
 
 MAX_RATIONALE_CHARS: Final = 10_000
@@ -283,7 +286,8 @@ def _record(
     now: datetime,
     receipt: Receipt | None = None,
 ) -> ReviewDecision:
-    """The decision's record (with its receipt for PASS and FAIL), saved."""
+    """The decision's record (with its receipt for PASS and FAIL) and its security-log entry, inserted with the
+    decision's other writes (``compiled.writes_batched``; its id is set when they are sent)."""
     record = ReviewDecision(
         request_key=request_key,
         verification=locked,
@@ -295,17 +299,43 @@ def _record(
         receipt=receipt,
         created_at=now,
     )
-    record.save()
+    _INSERT_DECISION([record])
+    security_log.decision_logged(record)  # an Insert sends no post_save: the entry is written here, right after it
     return record
+
+
+#: A decision's row as one INSERT built once (``compiled.Insert``).
+_INSERT_DECISION: Final = Insert(ReviewDecision)
+
+
+#: The decided head's columns, compiled once (``verification.compiled``) and queued with the decision's other writes.
+_DECIDED_HEAD: Final = Compiled(
+    "decided-head",
+    Verification,
+    head_row,
+    {name: HEAD_PROBES[name] for name in ("verification_pk", "verdict", "determination", "awaiting_evidence")},
+    update=lambda verification_pk, verdict, determination, awaiting_evidence: {
+        "verdict": verdict,
+        "determination": determination,
+        "flagged": False,
+        "flag_reason": None,
+        "reason": Reason.HUMAN_DECISION.value,
+        "human_decided": True,
+        "pending_until": None,
+        "awaiting_evidence": awaiting_evidence,
+    },
+    prepared=True,
+)
 
 
 def _lease_done(locked: Verification, user: Any, now: datetime, end_reason: str) -> None:
     """End the reviewer's lease on a decided item; the queue's cached counts are stale from here."""
-    _end_lease(locked.pk, user, now, end_reason)
+    end_lease_later(locked.pk, user, now, end_reason)
     forget_queue_counts()
     transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
 
 
+@writes_batched()  # the decision's rows, its head's columns, its lease and its event go in one round trip
 def _decide_locked(
     *,
     user: Any,
@@ -378,14 +408,10 @@ def _decide_locked(
         verification=locked, kind=ReceiptKind.DECISION, payload=payload, created_at=now, superseded=head, held=held
     )
     passed = outcome.verdict is Verdict.PASS
-    Verification.objects.filter(pk=locked.pk).update(
+    _DECIDED_HEAD.run_later(
+        verification_pk=locked.pk,
         verdict=outcome.verdict.value,
         determination=outcome.determination.value,
-        flagged=False,
-        flag_reason=None,
-        reason=Reason.HUMAN_DECISION.value,
-        human_decided=True,
-        pending_until=None,
         awaiting_evidence=not passed,  # a FAIL may still be repaired with new evidence (a re-run)
     )
     record = _record(request_key, locked, user, actor, action, rationale, outcome.cited_evidence_ids, now, receipt)

@@ -98,7 +98,9 @@ def _pending_until(result: RunResult) -> datetime | None:
     return min(deadlines) if deadlines else None
 
 
-def _head_columns(verification_pk: uuid.UUID, **_: Any) -> QuerySet[Verification]:
+def head_row(verification_pk: uuid.UUID, **_: Any) -> QuerySet[Verification]:
+    """The verification whose head columns a compiled UPDATE sets (``_HEAD_COLUMNS``; a decision's, in
+    ``reviews.services.decisions``)."""
     return Verification.objects.filter(pk=verification_pk)
 
 
@@ -107,24 +109,19 @@ def _head_values(verification_pk: uuid.UUID, **columns: Any) -> dict[str, Any]:
 
 
 _V = Verification._meta
+#: The head columns as arguments of a compiled UPDATE (``verification.compiled``), with the verification's key.
+HEAD_PROBES: Final = {
+    "verification_pk": Probe.key_of(Verification),
+    "verdict": Probe("PROBE-1", "PROBE-2", _V.get_field("verdict")),
+    "determination": Probe("probe-1", "probe-2", _V.get_field("determination")),
+    "flagged": Probe(True, False, _V.get_field("flagged")),
+    "flag_reason": Probe("probe-3", "probe-4", _V.get_field("flag_reason")),
+    "reason": Probe("probe-5", "probe-6", _V.get_field("reason")),
+    "pending_until": Probe.instant(_V.get_field("pending_until")),
+    "awaiting_evidence": Probe(True, False, _V.get_field("awaiting_evidence")),
+}
 #: The head columns' UPDATE, compiled once (``verification.compiled``); a None value is sent as a NULL parameter.
-_HEAD_COLUMNS: Final = Compiled(
-    "head-columns",
-    Verification,
-    _head_columns,
-    {
-        "verification_pk": Probe.key_of(Verification),
-        "verdict": Probe("PROBE-1", "PROBE-2", _V.get_field("verdict")),
-        "determination": Probe("probe-1", "probe-2", _V.get_field("determination")),
-        "flagged": Probe(True, False, _V.get_field("flagged")),
-        "flag_reason": Probe("probe-3", "probe-4", _V.get_field("flag_reason")),
-        "reason": Probe("probe-5", "probe-6", _V.get_field("reason")),
-        "pending_until": Probe.instant(_V.get_field("pending_until")),
-        "awaiting_evidence": Probe(True, False, _V.get_field("awaiting_evidence")),
-    },
-    update=_head_values,
-    prepared=True,
-)
+_HEAD_COLUMNS: Final = Compiled("head-columns", Verification, head_row, HEAD_PROBES, update=_head_values, prepared=True)
 
 
 def record_outcome(

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from verification.actors import roles
 from verification.actors.models import ApiToken
+from verification.compiled import Insert
 from verification.errors import PermissionRefused, ServiceError
 from verification.evidence.models import Evidence
 from verification.kernel.reasons import Reason
@@ -317,21 +318,39 @@ def _on_api_token(
         )
 
 
+def _decision_entry(decision: ReviewDecision) -> dict[str, Any]:
+    """What a review decision's entry says (both of its writers below take it from here)."""
+    return {
+        "kind": SecurityEventKind.DECISION,
+        "user": decision.user,
+        "target": str(decision.verification_id),
+        "detail": {"action": decision.action, "receipt": decision.receipt_id},
+    }
+
+
 def _on_review_decision(
     sender: Any, instance: ReviewDecision, created: bool = False, raw: bool = False, **kwargs: Any
 ) -> None:
     if not created or raw:
         return
-    # Saved inside the decision's transaction (``review_decide``'s): the entry and the decision stand or fall
-    # together, written straight into it (no savepoint of its own: two round trips fewer per decision). A decision
-    # saved outside any transaction gets one of its own, as before.
-    security_log_record(
-        kind=SecurityEventKind.DECISION,
-        user=instance.user,
-        target=str(instance.verification_id),
-        detail={"action": instance.action, "receipt": instance.receipt_id},
-        savepoint=not transaction.get_connection().in_atomic_block,
-    )
+    # A decision saved through the ORM (``review_decide`` inserts its own with ``decision_logged``): inside a
+    # transaction the entry is written straight into it (the two stand or fall together); outside any, in one of its
+    # own.
+    security_log_record(**_decision_entry(instance), savepoint=not transaction.get_connection().in_atomic_block)
+
+
+#: A decision's entry as one INSERT built once (``compiled.Insert``), queued with the decision's other writes.
+_INSERT_ENTRY: Final = Insert(SecurityLogEntry)
+
+
+def decision_logged(decision: ReviewDecision) -> None:
+    """The entry of a decision that ``review_decide`` inserts with ``compiled.Insert`` (which sends no ``post_save``,
+    so ``_on_review_decision`` does not run): written in the decision's transaction, which must be open, and queued
+    with its other writes (``compiled.writes_batched``), right after the decision."""
+    if not transaction.get_connection().in_atomic_block:
+        raise ServiceError(Reason.INVALID_REQUEST, "a decision's entry is written in the decision's transaction")
+    values = _entry_values(actor_label=None, ip_address=None, at=None, **_decision_entry(decision))
+    _INSERT_ENTRY([SecurityLogEntry(**values)])
 
 
 _FINDING_KINDS: Final[dict[str, SecurityEventKind]] = {
