@@ -170,3 +170,14 @@ def test_the_statement_that_opens_a_transaction_goes_with_its_begin(round_trips:
         send(connection.alias, "SELECT 2", [], prepared=True, rows=True)
     assert sent == ["pipeline"]  # BEGIN and SELECT 1 together
     assert round_trips[1:] == ["SELECT 2"]  # the transaction is open: the statement alone
+    with transaction.atomic():  # an UPDATE that opens its transaction answers its count of rows, as alone
+        Event.objects.create(kind=KIND, payload={})
+    from verification.runs.models import Task
+
+    Task.objects.create(title="counted")
+    for changed in (False, True):
+        with transaction.atomic():
+            sql = "UPDATE verification_task SET title = title WHERE %s"
+            assert send(connection.alias, sql, [changed], prepared=True, rows=False) == int(changed)
+    with transaction.atomic():
+        assert send(connection.alias, "SELECT count(*) FROM verification_event", [], prepared=True, rows=True) == [(1,)]

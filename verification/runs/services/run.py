@@ -224,9 +224,10 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     pk = _verification_pk(verification_id)
     when = now or timezone.now()
     # The attempt is counted only when the run is owed (no seq 0 yet, not failed): one statement for the common case,
-    # committed on its own (a reader sees ``running``; a worker that dies mid-run has used an attempt) without waiting
-    # for the disk: the run's commit, which does, flushes it too; a crash of the database server before that loses
-    # this count and the run with it, and the run is attempted again.
+    # committed on its own (a reader sees ``running`` and the sweeper when it was last attempted) without waiting for
+    # the disk: the run's commit, which does wait, flushes it too. A crash of the database server before that loses
+    # this record and the run with it; the run is published again (the limit of attempts is the task's own count of
+    # retries, ``verification.tasks``, not this column).
     counted = _COUNT_ATTEMPT.rows_unsynced(verification_pk=pk, when=when)
     if not counted:
         existing = seq0(pk)
