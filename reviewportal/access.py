@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpResponse
 
-from verification.compiled import Compiled, Probe, Related
+from verification.compiled import Compiled, Probe, Related, pipelined
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
 
@@ -87,9 +87,17 @@ class PermissionsInOneRead(ModelBackend):
     permission. The user and the permissions are read by statements compiled once."""
 
     def get_user(self, user_id: Any) -> Any:
-        """``ModelBackend.get_user``: the user with this id, or None when there is none or it may not sign in."""
-        user = _USER_ROW.first(_USER.rows(user_pk=user_id))
-        return user if user is not None and self.user_can_authenticate(user) else None
+        """``ModelBackend.get_user``: the user with this id, or None when there is none or it may not sign in. Its
+        permissions are read with it, in the same round trip (``compiled.pipelined``), and cached on it for the
+        request as ``get_all_permissions`` caches them: every page checks one (a superuser's, every permission, are
+        left to ``get_all_permissions``)."""
+        user_rows, held = pipelined((_USER, {"user_pk": user_id}), (_PERMISSIONS_HELD, {"user_pk": user_id}))
+        user = _USER_ROW.first(user_rows)
+        if user is None or not self.user_can_authenticate(user):
+            return None
+        if not user.is_superuser:
+            user._perm_cache = {f"{app}.{codename}" for app, codename in held}
+        return user
 
     def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None:

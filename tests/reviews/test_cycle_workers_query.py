@@ -151,3 +151,21 @@ def test_a_cycle_resubmitted_many_times_reads_one_row_per_submitter() -> None:
         record, _ = _in_one(task, 1)
         assert record == _one_by_one(task, 1)
         transaction.set_rollback(True)
+
+
+def test_the_workers_of_a_verification_read_by_its_key_are_those_of_its_subject(queue: Queue, reviewer: Any) -> None:
+    """``workers_of_verification_query`` (a decision sends it with its lock, knowing only the key) reads what
+    ``cycle_workers`` reads for the verification's task and cycle, the reviewer's actor and boundaries included."""
+    from verification.compiled import pipelined
+    from verification.runs.cycle_workers import workers_from_rows, workers_of_verification_query
+
+    for verification in (queue.unknown("plain"), queue.self_review_trap(reviewer)):
+        task = Task(pk=verification.task_id)
+        (rows,) = pipelined(workers_of_verification_query(verification.pk, reviewer))
+        by_key = workers_from_rows(task, verification.cycle, rows)
+        by_subject = cycle_workers(task, verification.cycle, reviewer=reviewer)
+        for name in ("claims", "links", "workers", "current_cycle", "verifier"):
+            assert getattr(by_key, name) == getattr(by_subject, name), name
+        for name in ("claimants", "submitters"):
+            assert _fields(getattr(by_key, name)) == _fields(getattr(by_subject, name)), name
+        assert by_key.reviewer == by_subject.reviewer and by_key.acceptor_id == by_subject.acceptor_id

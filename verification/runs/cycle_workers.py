@@ -40,6 +40,7 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
+    Subquery,
     Value,
     Window,
 )
@@ -241,10 +242,35 @@ def _workers_query(task: Any, cycle: Any, reviewer: Any = None) -> QuerySet[Any]
 #: ``_workers_query`` compiled once per database (``verification.compiled``: each argument a plain parameter, checked
 #: with two probes), without and with a reviewer, and sent prepared (a plan by key).
 _PROBES: Final = {"task": Probe.key_of(Task), "cycle": Probe(1_000_003, 1_000_004)}
+_PROBES_REVIEWER: Final = Probe(1_000_005, 1_000_006)
 _WORKERS: Final = Compiled("cycle-workers", Claim, _workers_query, _PROBES, prepared=True)
 _WORKERS_AND_REVIEWER: Final = Compiled(
-    "cycle-workers-reviewer", Claim, _workers_query, {**_PROBES, "reviewer": Probe(1_000_005, 1_000_006)}, prepared=True
+    "cycle-workers-reviewer", Claim, _workers_query, {**_PROBES, "reviewer": _PROBES_REVIEWER}, prepared=True
 )
+
+
+def _of_verification_query(verification_pk: Any, reviewer: Any) -> QuerySet[Any]:
+    """``_workers_query`` for the subject of a verification (its task and cycle read in the same statement) and a
+    portal user: for a caller that knows only the verification's key when it sends its reads."""
+    subject = Verification.objects.filter(pk=verification_pk)
+    task, cycle = (Subquery(subject.values(name)[:1]) for name in ("task_id", "cycle"))
+    return _workers_query(task, cycle, reviewer)
+
+
+_WORKERS_OF_VERIFICATION: Final = Compiled(
+    "cycle-workers-of-verification",
+    Claim,
+    _of_verification_query,
+    {"verification_pk": Probe.key_of(Verification), "reviewer": _PROBES_REVIEWER},
+    prepared=True,
+)
+
+
+def workers_of_verification_query(verification_pk: Any, reviewer: Any) -> tuple[Compiled, dict[str, Any]]:
+    """``cycle_workers(task, cycle, reviewer=reviewer)`` of a verification's subject as one query and its arguments,
+    to send with others (``compiled.pipelined``, after a lock of the verification: the subject never changes) and read
+    with ``workers_from_rows``."""
+    return _WORKERS_OF_VERIFICATION, {"verification_pk": verification_pk, "reviewer": reviewer.pk}
 
 
 def _rows(**arguments: Any) -> Iterable[tuple[Any, ...]]:
@@ -439,5 +465,6 @@ __all__ = [
     "rails_certainly_refuse",
     "rails_uncertain",
     "workers_from_rows",
+    "workers_of_verification_query",
     "workers_query",
 ]

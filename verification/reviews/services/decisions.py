@@ -57,7 +57,12 @@ from verification.reviews.services.claims import (
     review_bar,
 )
 from verification.reviews.services.findings import finding_raise
-from verification.runs.cycle_workers import cycle_workers
+from verification.runs.cycle_workers import (
+    CycleWorkers,
+    cycle_workers,
+    workers_from_rows,
+    workers_of_verification_query,
+)
 from verification.runs.models import Task, Verification
 from verification.runs.services import events
 from verification.runs.services.outcome import HEAD_PROBES, head_row
@@ -171,6 +176,8 @@ class _AfterLock:
     head: Receipt | None
     in_queue: bool
     key_id: str | None
+    #: The rails' read (``cycle_workers`` of the subject, with the reviewer), sent with the lock.
+    workers: CycleWorkers | None = None
 
 
 #: ``_after_lock_query`` compiled once (``verification.compiled``): the queue's membership condition alone cost more to
@@ -192,13 +199,17 @@ def _lock_and_read(verification_pk: Any, user: Any, now: datetime, request_key: 
     """The verification locked for the decision, with its task (``not-found`` when there is none), and what the
     decision reads after the lock (``_after_lock_query``): one round trip on PostgreSQL (``compiled.pipelined``), the
     read's snapshot taken once the lock is granted."""
-    lock_rows, rows = pipelined(
+    lock_rows, rows, workers_rows = pipelined(
         (_LOCK, {"verification_pk": verification_pk}),
         (_AFTER_LOCK, {"verification_pk": verification_pk, "user_pk": user.pk, "now": now, "request_key": request_key}),
+        workers_of_verification_query(verification_pk, user),
     )
     if not lock_rows:
         raise NotFound(f"no verification {verification_pk}", verification_id=str(verification_pk))
     locked: Verification = _LOCKED.root(lock_rows[0])
+    workers = None
+    if locked.task_id is not None and locked.cycle is not None:
+        workers = workers_from_rows(Task(pk=locked.task_id), locked.cycle, workers_rows)
     if not rows:  # pragma: no cover - the row is locked
         raise NotFound(f"no verification {locked.pk}", verification_id=str(locked.pk))
     replayed, held, *head_values, member, key_id = rows[0]
@@ -207,18 +218,22 @@ def _lock_and_read(verification_pk: Any, user: Any, now: datetime, request_key: 
         read = {"verification_id": locked.pk, **dict(zip(_HEAD_COLUMNS, head_values, strict=True))}
         names = [f.attname for f in Receipt._meta.concrete_fields if f.attname in read]  # from_db's order
         head = Receipt.from_db(Receipt.objects.db, names, [read[name] for name in names])
-    return locked, _AfterLock(replayed, bool(held), head, bool(member), key_id)
+    return locked, _AfterLock(replayed, bool(held), head, bool(member), key_id, workers)
 
 
-def decision_rails(user: Any, verification: Verification) -> tuple[Actor, KernelError | None]:
+def decision_rails(
+    user: Any, verification: Verification, found: CycleWorkers | None = None
+) -> tuple[Actor, KernelError | None]:
     """``user``'s actor and the decision rails' refusal for it on ``verification`` (None: they allow it): rails 1-3
     with the reviewer's human actor as the verifier and the approval's cycle (SPEC §9; ``claims._rails_over``). One
     query: ``cycle_workers`` reads the reviewer's actor and its tokens' boundaries with the cycle's workers (a user
-    without an actor yet gets one, ``actor_for_user``, as on every path)."""
+    without an actor yet gets one, ``actor_for_user``, as on every path); ``found``: that read, when the caller sent
+    it with its own (a decision, with its lock)."""
     if verification.task_id is None or verification.cycle is None:  # refused before any rail reads (claims')
         actor = actor_for_user(user)
         return actor, _rail_refusal(verification, actor)
-    found = cycle_workers(Task(pk=verification.task_id), verification.cycle, reviewer=user)
+    if found is None:
+        found = cycle_workers(Task(pk=verification.task_id), verification.cycle, reviewer=user)
     actor, verifier = found.reviewer, found.verifier
     if actor is None or verifier is None:
         actor = actor_for_user(user)
@@ -356,7 +371,7 @@ def _decide_locked(
         return _Refused(ServiceError(Reason.ALREADY_DECIDED, f"receipt {head.content_hash}", status=409), release=True)
     if not read.in_queue:
         return _Refused(ServiceError(Reason.NOT_IN_REVIEW_QUEUE, f"verification {locked.pk}", status=409), release=True)
-    actor, refusal = decision_rails(user, locked)
+    actor, refusal = decision_rails(user, locked, read.workers)
     if refusal is not None:
         # SPEC §9: for a person a rail refusal is an error shown to them; no receipt. The item goes to others.
         return _Refused(refusal, release=True)
