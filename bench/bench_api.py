@@ -458,17 +458,29 @@ def _phase_note(mode: str, k: int, phase: Phase, names: list[str]) -> str:
     )
 
 
-def _end_to_end_bound(one: Phase, within: list[str]) -> str:
-    """End to end, every process shares the CPUs: had the 1-worker run kept a share B of them busy, k workers could
-    reach at most 1 / B of its rate however well they scale, i.e. 1 / (k B) of k x the 1-worker figure."""
+def _cpu_bounds(one: Phase, within: list[str]) -> str | None:
+    """Every process shares the CPUs: had the 1-worker phase kept a share B of them busy, k workers could reach at
+    most 1 / B of its rate however well they scale, i.e. 1 / (k B) of k x the 1-worker figure."""
     busy = one.machine_busy
     if busy <= 0 or not within:
+        return None
+    return ", ".join(f"k = {k}: {min(1.0, 1 / (int(k) * busy)):.2f}" for k in within)
+
+
+def _end_to_end_bound(one: Phase, within: list[str]) -> str:
+    bounds = _cpu_bounds(one, within)
+    if bounds is None:
         return ""
-    bounds = ", ".join(f"k = {k}: {min(1.0, 1 / (int(k) * busy)):.2f}" for k in within)
     return (
-        f". End to end with 1 worker the machine's CPUs were already {busy:.0%} busy (the web server, PostgreSQL, "
-        f"Redis and the client threads beside the worker), so the CPUs bound the end-to-end ratio at {bounds}"
+        f". End to end with 1 worker the machine's CPUs were already {one.machine_busy:.0%} busy (the web server, "
+        f"PostgreSQL, Redis and the client threads beside the worker), so the CPUs bound the end-to-end ratio at "
+        f"{bounds}"
     )
+
+
+def _drain_bound(drained: Phase, within: list[str]) -> str:
+    bounds = _cpu_bounds(drained, within)
+    return "" if bounds is None else f"; so the CPUs bound the drain's ratio at {bounds}"
 
 
 def _report(figures: Figures, server: str, names: list[str]) -> str:
@@ -528,6 +540,7 @@ def _report(figures: Figures, server: str, names: list[str]) -> str:
                   for k in beyond)
         + f". Measured while 1 worker drained the queue: the worker's processes used {worker_busy:.0%} of a CPU, "
         f"the machine's {cpus} CPUs were {machine_busy:.0%} busy (other jobs included)"
+        + _drain_bound(drained, within)
         + _end_to_end_bound(one, within),
         f"(a) per k and round {THROUGHPUT_COUNT // ROUNDS} submissions (wait_ms=0) from {CLIENTS} client threads, "
         f"timed from the first request until the last receipt; {TASKS} tasks in turn; {ROUNDS} rounds, the k in "
