@@ -73,6 +73,23 @@ def test_an_exception_caught_inside_the_transaction_keeps_what_was_queued_before
 
 
 @pytest.mark.postgres
+def test_a_savepoint_rolled_back_inside_the_block_undoes_only_what_was_queued_in_it() -> None:
+    """Django's ROLLBACK TO SAVEPOINT goes through its cursor, so what was queued inside the savepoint is sent first
+    and undone with it; what was queued before it stays, as statement by statement."""
+    with transaction.atomic(), writes_batched():
+        _EVENTS([_event(1)])
+        try:
+            with transaction.atomic():
+                _EVENTS([_event(2)])
+                raise RuntimeError("undo the savepoint")
+        except RuntimeError:
+            pass
+        _EVENTS([_event(3)])
+    payloads = Event.objects.filter(kind=KIND).order_by("id").values_list("payload", flat=True)
+    assert list(payloads) == [{"n": 1}, {"n": 3}]
+
+
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_each_write_goes_at_once() -> None:
     with writes_batched():
