@@ -102,11 +102,11 @@ def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any
     conn = connections[alias]
     if conn.vendor != "postgresql" or conn.in_atomic_block or not psycopg.Pipeline.is_supported():
         return None
+    if not conn.get_autocommit():  # pragma: no cover - outside a transaction Django's connection autocommits
+        return None
     _send_pending(conn)
     started = time.monotonic()
     with conn.wrap_database_errors, raw_cursor(conn) as cursor:
-        if not conn.connection.autocommit:  # pragma: no cover - Django's connection outside a transaction
-            return None
         setting = psycopg.Cursor(conn.connection)
         # In a pipeline, the statements up to its sync are one implicit transaction, which SET LOCAL is part of.
         with conn.connection.pipeline():
@@ -223,23 +223,31 @@ def _send_pending(conn: Any) -> None:
     if batch is None or not batch.pending:
         return
     pending, batch.pending = batch.pending, []
+    answers = _send_together(conn, [(write.sql, write.params, write.rows) for write in pending])
+    for write, answer in zip(pending, answers, strict=True):
+        if write.then is not None:
+            write.then(answer)
+
+
+def _send_together(conn: Any, statements: Sequence[tuple[str, Sequence[Any], bool]]) -> list[Any]:
+    """Send ``statements`` (SQL, parameters, whether it answers rows) on PostgreSQL connection ``conn`` in ONE round
+    trip (pipelined, each prepared when the connection allows it; with the transaction's BEGIN when one is due): each
+    one's rows, or its count of rows changed. The one sender of ``pipelined`` and ``writes_batched``."""
     import psycopg
 
     started = time.monotonic()
     with conn.wrap_database_errors:
-        cursors = [raw_cursor(conn)]
-        cursors += [psycopg.Cursor(conn.connection) for _ in pending[1:]]
-        with conn.connection.pipeline():
-            for cursor, write in zip(cursors, pending, strict=True):
-                cursor.execute(write.sql, write.params, prepare=True)
+        cursors = [raw_cursor(conn)]  # the connection checked once; then a cursor per statement
+        cursors += [psycopg.Cursor(conn.connection) for _ in statements[1:]]
+        with conn.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+            for cursor, (sql, params, _) in zip(cursors, statements, strict=True):
+                cursor.execute(sql, params, prepare=True)
         answers = [
-            cursor.fetchall() if write.rows else int(cursor.rowcount)
-            for cursor, write in zip(cursors, pending, strict=True)
+            cursor.fetchall() if rows else int(cursor.rowcount)
+            for cursor, (_, _, rows) in zip(cursors, statements, strict=True)
         ]
-    log_sent(conn, [write.sql for write in pending], started)
-    for write, answer in zip(pending, answers, strict=True):
-        if write.then is not None:
-            write.then(answer)
+    log_sent(conn, [sql for sql, _, _ in statements], started)
+    return answers
 
 
 class Compiled:
@@ -401,18 +409,9 @@ def pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[A
     conn = connections[alias]
     if conn.vendor != "postgresql":
         return [query.rows(**arguments) for query, arguments in queries]
-    import psycopg
-
-    statements = [query.statement(**arguments) for query, arguments in queries]
+    statements = [(*query.statement(**arguments), True) for query, arguments in queries]
     _send_pending(conn)  # queued writes go first (``writes_batched``)
-    started = time.monotonic()
-    with conn.wrap_database_errors:
-        cursors = [raw_cursor(conn) for _ in statements]
-        with conn.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
-            for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                cursor.execute(sql, params, prepare=True)
-        fetched = [cursor.fetchall() for cursor in cursors]
-    log_sent(conn, [sql for sql, _ in statements], started)
+    fetched = _send_together(conn, statements)
     return [query.converted(rows) for (query, _), rows in zip(queries, fetched, strict=True)]
 
 
