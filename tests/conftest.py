@@ -221,11 +221,12 @@ def owner_cursor() -> Iterator[Any]:
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """What the connection sends in one round trip each: a statement outside a pipeline (the test transaction's
     savepoints left out: in production they are the transaction's BEGIN, sent with its first statement, and COMMIT),
-    or a whole pipeline (``psycopg.Connection.pipeline`` entered)."""
+    a whole pipeline (``psycopg.Connection.pipeline`` entered), or a COMMIT sent on its own (``"COMMIT"``: in a test
+    with ``transaction=True``; a commit that finds the transaction closed sends nothing and is not counted)."""
     import psycopg
 
     made: list[str] = []
-    pipeline, execute = psycopg.Connection.pipeline, psycopg.Cursor.execute
+    pipeline, execute, commit = psycopg.Connection.pipeline, psycopg.Cursor.execute, psycopg.Connection.commit
 
     def counted_pipeline(self: Any) -> Any:
         made.append("pipeline")
@@ -237,6 +238,12 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             made.append(text[:60])
         return execute(self, query, *args, **kwargs)
 
+    def counted_commit(self: Any) -> None:
+        if self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            made.append("COMMIT")
+        commit(self)
+
     monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
     monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+    monkeypatch.setattr(psycopg.Connection, "commit", counted_commit)
     yield made

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connections, router
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Field, Model, QuerySet, Value
 from django.db.models.sql import UpdateQuery
 
@@ -161,7 +161,7 @@ def _batch_of(conn: Any) -> _Batch | None:
 
 
 @contextlib.contextmanager
-def writes_batched(alias: str = "default") -> Iterator[None]:
+def writes_batched(alias: str = "default", *, with_commit: bool = False) -> Iterator[None]:
     """Within the block, the writes sent through ``queue`` (``Insert``, ``Compiled.run_later``, a receipt's and an
     event's INSERT) wait, and go to the server together in ONE pipelined round trip (prepared, as ``send`` sends
     them) when the block ends, or before any other statement on the connection: Django's cursor (an
@@ -174,7 +174,10 @@ def writes_batched(alias: str = "default") -> Iterator[None]:
     open: outside one, and on other vendors than PostgreSQL, every statement is sent at once). A block left by an
     exception still sends what it queued when the transaction can take it (a caller that catches the exception
     inside its transaction keeps what was written before it, as without the batch). Nested blocks share the
-    outermost one's batch."""
+    outermost one's batch.
+
+    ``with_commit`` (``atomic_batched``'s): the block is the whole body of the outermost transaction, so the writes
+    still queued when it ends go with the transaction's COMMIT, in the same round trip."""
     conn = connections[alias]
     if conn.vendor != "postgresql" or not conn.in_atomic_block or _batch_of(conn) is not None:
         yield
@@ -198,10 +201,43 @@ def writes_batched(alias: str = "default") -> Iterator[None]:
             _send_pending(conn)  # raises its own error (chained to this one) if the server refuses them
         raise
     else:
-        _send_pending(conn)
+        if conn.needs_rollback:  # the transaction is to be rolled back: the queued writes would be undone with it
+            pass
+        else:
+            _send_pending(conn, commit=with_commit and _commit_due(conn))
     finally:
         batch.pending.clear()
         conn._rp_write_batch = None
+
+
+def _commit_due(conn: Any) -> bool:
+    """The transaction of ``conn`` ends in a COMMIT once the current block is left (nothing marked it for rollback):
+    it is the outermost atomic block, and it is open and unfailed (or not begun yet: its BEGIN goes with the
+    writes)."""
+    import psycopg
+
+    status = psycopg.pq.TransactionStatus
+    return (
+        len(conn.atomic_blocks) == 1
+        and conn.connection is not None
+        and not conn.connection.autocommit
+        and conn.connection.info.transaction_status in (status.INTRANS, status.IDLE)
+    )
+
+
+@contextlib.contextmanager
+def atomic_batched(alias: str = "default") -> Iterator[None]:
+    """``transaction.atomic`` whose body is a ``writes_batched`` block. When it opens the transaction (the outermost
+    block) on PostgreSQL, the writes still queued at its end go to the server with the COMMIT, in ONE round trip (the
+    ORM's commit then finds the transaction closed and sends nothing); a COMMIT the server refuses (a deferred
+    constraint) raises there, as Django's error, and the block rolls back as for any error: nothing is kept and no
+    ``on_commit`` hook runs. Nested in another transaction, or with no write queued, it is ``transaction.atomic`` with
+    a batch. Issue 15: a submission, a run and a decision each end with their writes, which then cost no round trip
+    of their own."""
+    conn = connections[alias]
+    outermost = conn.vendor == "postgresql" and not conn.in_atomic_block
+    with transaction.atomic(using=alias), writes_batched(alias, with_commit=outermost):
+        yield
 
 
 def queue(alias: str, sql: str, params: Sequence[Any], *, rows: bool, then: Callable[[Any], None] | None) -> None:
@@ -217,35 +253,45 @@ def queue(alias: str, sql: str, params: Sequence[Any], *, rows: bool, then: Call
     batch.pending.append(_Pending(sql, params, rows, then))
 
 
-def _send_pending(conn: Any) -> None:
-    """Send the writes waiting in ``conn``'s batch, in one pipelined round trip, and hand each its answer."""
+def _send_pending(conn: Any, *, commit: bool = False) -> None:
+    """Send the writes waiting in ``conn``'s batch, in one pipelined round trip (``commit``: with the transaction's
+    COMMIT after them), and hand each its answer."""
     batch = _batch_of(conn)
     if batch is None or not batch.pending:
         return
     pending, batch.pending = batch.pending, []
-    answers = _send_together(conn, [(write.sql, write.params, write.rows) for write in pending])
+    answers = _send_together(conn, [(write.sql, write.params, write.rows) for write in pending], commit=commit)
     for write, answer in zip(pending, answers, strict=True):
         if write.then is not None:
             write.then(answer)
 
 
-def _send_together(conn: Any, statements: Sequence[tuple[str, Sequence[Any], bool]]) -> list[Any]:
+def _send_together(
+    conn: Any, statements: Sequence[tuple[str, Sequence[Any], bool]], *, commit: bool = False
+) -> list[Any]:
     """Send ``statements`` (SQL, parameters, whether it answers rows) on PostgreSQL connection ``conn`` in ONE round
     trip (pipelined, each prepared when the connection allows it; with the transaction's BEGIN when one is due): each
-    one's rows, or its count of rows changed. The one sender of ``pipelined`` and ``writes_batched``."""
+    one's rows, or its count of rows changed. The one sender of ``pipelined`` and ``writes_batched``.
+
+    ``commit``: the transaction's COMMIT goes last, in the same round trip (``atomic_batched``). It is not put on
+    ``conn.queries``: the ORM's commit, which follows and finds nothing left to send, records it there as before."""
     import psycopg
 
     started = time.monotonic()
     with conn.wrap_database_errors:
         cursors = [raw_cursor(conn)]  # the connection checked once; then a cursor per statement
-        cursors += [psycopg.Cursor(conn.connection) for _ in statements[1:]]
+        cursors += [psycopg.Cursor(conn.connection) for _ in range(len(statements) - 1 + commit)]
         with conn.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
-            for cursor, (sql, params, _) in zip(cursors, statements, strict=True):
+            for cursor, (sql, params, _) in zip(cursors, statements, strict=False):
                 cursor.execute(sql, params, prepare=True)
+            if commit:
+                cursors[-1].execute("COMMIT")
         answers = [
             cursor.fetchall() if rows else int(cursor.rowcount)
-            for cursor, (_, _, rows) in zip(cursors, statements, strict=True)
+            for cursor, (_, _, rows) in zip(cursors, statements, strict=False)
         ]
+        if commit and cursors[-1].statusmessage != "COMMIT":  # pragma: no cover - a failed write raised above
+            raise DatabaseError(f"the transaction was not committed ({cursors[-1].statusmessage})")
     log_sent(conn, [sql for sql, _, _ in statements], started)
     return answers
 

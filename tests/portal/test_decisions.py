@@ -493,6 +493,35 @@ def test_a_decision_whose_log_entry_fails_is_not_recorded(
 
 
 @pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_in_its_own_transaction_commits_with_its_writes(
+    queue: Queue, reviewer: Any, round_trips: list[str]
+) -> None:
+    """As a request makes it: the lock with its reads, then every write and the COMMIT, in one round trip
+    (``compiled.atomic_batched``); the decision is committed (another connection reads it)."""
+    from django.db import connections
+
+    from verification.actors.services.actors import actor_for_user
+
+    verification = queue.unknown()
+    review_claim(user=reviewer, verification=verification)
+    actor_for_user(reviewer)
+    round_trips.clear()
+    decision = decide(reviewer, verification, "FAIL")
+    sent = list(round_trips)
+    assert sent == ["pipeline", "pipeline"], sent  # no COMMIT of its own
+    other = connections.create_connection(connection.alias)
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT human_decided FROM verification_verification WHERE id = %s", [verification.pk])
+            assert cursor.fetchone() == (True,)
+            cursor.execute("SELECT count(*) FROM verification_receipt WHERE content_hash = %s", [decision.receipt_id])
+            assert cursor.fetchone() == (1,)
+    finally:
+        other.close()
+
+
+@pytest.mark.postgres
 def test_a_decision_is_two_round_trips(queue: Queue, reviewer: Any, round_trips: list[str]) -> None:
     """The decision's receipt, its head's columns, its record and security-log entry, the lease's end and the event
     go to the database together (``compiled.writes_batched``), after the lock sent with every read the decision makes

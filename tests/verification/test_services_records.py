@@ -153,3 +153,28 @@ def test_rubric_registration_is_idempotent_and_refuses_what_cannot_fail(world: W
         )
     assert exc.value.reason is Reason.OBLIGATION_NOT_FALSIFIABLE
     assert Rubric.objects.count() == 1
+
+
+def test_the_baseline_secret_file_is_read_again_only_when_it_changed(settings: Any, tmp_path: Any) -> None:
+    """Every run asks for the secret: the file is read once and then only looked at (``stat``); a rewritten file is
+    read again, and a file that others may read is refused every time, read before or not."""
+    import os
+
+    settings.VAR_DIR = str(tmp_path)
+    first = baseline_secret()
+    path = tmp_path / "baseline_secret"
+    assert path.read_text().strip().encode() == first and baseline_secret() == first
+    replaced = tmp_path / "replacement"
+    replaced.write_text("b" * 64)
+    replaced.chmod(0o600)
+    os.replace(replaced, path)  # a new file (another inode)
+    assert baseline_secret() == b"b" * 64
+    path.chmod(0o640)
+    with pytest.raises(ServiceError) as exc:
+        baseline_secret()
+    assert exc.value.reason is Reason.INVALID_BASELINE_TOKEN
+    path.chmod(0o600)
+    path.write_text("c" * 8)  # rewritten in place: too short now
+    with pytest.raises(ServiceError) as exc:
+        baseline_secret()
+    assert exc.value.reason is Reason.INVALID_BASELINE_TOKEN

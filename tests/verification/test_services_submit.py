@@ -90,6 +90,44 @@ def test_the_same_key_with_another_body_is_a_conflict(world: World) -> None:
     assert Verification.objects.count() == 1
 
 
+def test_a_request_that_loses_the_race_for_its_key_gets_the_winners_verification(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two requests with one Idempotency-Key at once: both look for the key before either has written, so the later
+    one's INSERT meets the unique index; it is undone alone (its savepoint) and the winner's verification replayed,
+    with nothing of the loser kept (its evidence included) and no second verification."""
+    _lose_the_race_for_a_key(world, monkeypatch)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_that_loses_the_race_for_its_key_in_its_own_transaction_gets_the_winners_verification(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, the submission's transaction its own (as in a request): on PostgreSQL its writes wait in a batch
+    sent with its COMMIT (``compiled.atomic_batched``), and the savepoint's release sends them first, so the unique
+    index still refuses them inside the savepoint."""
+    _lose_the_race_for_a_key(world, monkeypatch)
+
+
+def _lose_the_race_for_a_key(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"evidence": [inline("notes", NOTES)]}
+    winner, _ = submit(world, body, "key-1")
+    evidence_before = Evidence.objects.count()
+    looked = []
+    replay = submit_services._replay
+
+    def not_yet_written(actor: Any, key: str, submission_hash: str) -> Verification | None:
+        looked.append(key)
+        return None if len(looked) == 1 else replay(actor, key, submission_hash)  # the first look saw no winner
+
+    monkeypatch.setattr(submit_services, "_replay", not_yet_written)
+    again, created = submit(world, body, "key-1")
+    assert len(looked) == 2  # the look before the write, and the replay after the unique index refused it
+    assert not created and again.pk == winner.pk
+    assert Verification.objects.count() == 1
+    assert Evidence.objects.count() == evidence_before
+
+
 def test_keys_are_per_actor(world: World) -> None:
     body = {"evidence": [inline("notes", NOTES)]}
     mine, _ = submit(world, body, "key-1")

@@ -1,17 +1,21 @@
 """Writes sent together (issue 15; ``compiled.writes_batched``): inside a block, the writes queued through
 ``compiled.queue`` go to PostgreSQL in one pipelined round trip when the block ends, or before any other statement;
 what the block does is what it did statement by statement. A run sends its receipt, head columns and event in one
-round trip; a submission its evidence, verification, bindings and flag."""
+round trip; a submission its evidence, verification, bindings and flag. In a transaction of their own
+(``compiled.atomic_batched``) that round trip carries the COMMIT too."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
 
+import psycopg
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, connections, transaction
 
 from tests.verification.service_world import World, digest_entry, inline
-from verification.compiled import Insert, queue, send_unsynced, writes_batched
+from verification.compiled import Insert, atomic_batched, queue, send_unsynced, writes_batched
 from verification.kernel.digests import sha256_digest
 from verification.runs.models import Event, Verification
 from verification.runs.services.run import verification_run
@@ -186,7 +190,7 @@ def test_the_statement_that_opens_a_transaction_goes_with_its_begin(round_trips:
         sent = list(round_trips)
         send(connection.alias, "SELECT 2", [], prepared=True, rows=True)
     assert sent == ["pipeline"]  # BEGIN and SELECT 1 together
-    assert round_trips[1:] == ["SELECT 2"]  # the transaction is open: the statement alone
+    assert round_trips[1:] == ["SELECT 2", "COMMIT"]  # the transaction is open: the statement alone; then COMMIT
     with transaction.atomic():  # an UPDATE that opens its transaction answers its count of rows, as alone
         Event.objects.create(kind=KIND, payload={})
     from verification.runs.models import Task
@@ -198,3 +202,125 @@ def test_the_statement_that_opens_a_transaction_goes_with_its_begin(round_trips:
             assert send(connection.alias, sql, [changed], prepared=True, rows=False) == int(changed)
     with transaction.atomic():
         assert send(connection.alias, "SELECT count(*) FROM verification_event", [], prepared=True, rows=True) == [(1,)]
+
+
+# --- the writes with the COMMIT (``atomic_batched``) ------------------------------------------------------------------
+
+
+def _committed_events() -> list[Any]:
+    """The events' payloads as another connection reads them: only what was committed."""
+    other = connections.create_connection(connection.alias)
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT payload FROM verification_event WHERE kind = %s ORDER BY id", [KIND])
+            return [row[0] if isinstance(row[0], dict) else json.loads(row[0]) for row in cursor]
+    finally:
+        other.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_transactions_writes_go_with_its_commit_in_one_round_trip(round_trips: list[str]) -> None:
+    connection.ensure_connection()
+    round_trips.clear()
+    ran: list[str] = []
+    with atomic_batched():
+        transaction.on_commit(lambda: ran.append("committed"))
+        _EVENTS([_event(1)])
+        _EVENTS([_event(2)])
+        assert round_trips == []
+    assert round_trips == ["pipeline"]  # BEGIN, both INSERTs and the COMMIT: no COMMIT of its own
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert ran == ["committed"]  # the ORM's hooks ran, as after its own commit
+    assert _committed_events() == [{"n": 1}, {"n": 2}]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_the_server_refuses_raises_and_keeps_nothing() -> None:
+    """A foreign key is checked at COMMIT (deferred): the refusal comes in the batch's round trip, as Django's
+    error; the transaction is rolled back, its hooks dropped, and the connection goes on."""
+    ran: list[str] = []
+    with pytest.raises(IntegrityError), atomic_batched():
+        transaction.on_commit(lambda: ran.append("committed"))
+        _EVENTS([_event(1)])
+        queue(
+            connection.alias,
+            "INSERT INTO verification_event (kind, verification_id, payload, created_at) "
+            "VALUES (%s, %s, '{}', now())",
+            [KIND, uuid.uuid4()],  # no such verification
+            rows=False,
+            then=None,
+        )
+    assert ran == []
+    assert _committed_events() == []
+    assert Event.objects.filter(kind=KIND).count() == 0  # the connection is usable
+    assert not connection.in_atomic_block
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_marked_for_rollback_is_not_committed_with_its_writes() -> None:
+    with atomic_batched():
+        _EVENTS([_event(1)])
+        try:
+            with transaction.atomic(savepoint=False):  # its failure dooms the whole transaction
+                raise RuntimeError("inside")
+        except RuntimeError:
+            pass
+    assert _committed_events() == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_inside_another_transaction_the_writes_wait_for_its_commit(round_trips: list[str]) -> None:
+    connection.ensure_connection()
+    with transaction.atomic():
+        with atomic_batched():
+            _EVENTS([_event(1)])
+        assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert Event.objects.filter(kind=KIND).count() == 1  # sent when the block ended
+        transaction.set_rollback(True)
+    assert "COMMIT" not in round_trips
+    assert _committed_events() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_any_database_a_batched_transaction_commits_as_atomic_does() -> None:
+    ran: list[str] = []
+    with atomic_batched():
+        transaction.on_commit(lambda: ran.append("committed"))
+        _EVENTS([_event(1)])
+    assert ran == ["committed"]
+    assert list(Event.objects.filter(kind=KIND).values_list("payload", flat=True)) == [{"n": 1}]
+    with pytest.raises(RuntimeError), atomic_batched():
+        _EVENTS([_event(2)])
+        raise RuntimeError("undo")
+    assert Event.objects.filter(kind=KIND).count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_submission_and_its_run_commit_with_their_writes(
+    signing_key: Any, round_trips: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In their own transactions, as the API and the worker call them: a submission is two round trips, a run three,
+    neither with a COMMIT of its own."""
+    from verification.runs.services import submit
+
+    world, body = _world()
+    monkeypatch.setattr(submit, "_enqueue", lambda verification_id: None)  # the run is called below, not on commit
+    round_trips.clear()
+    verification, created = verification_submit(
+        actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
+    )
+    submitted = list(round_trips)
+    round_trips.clear()
+    receipt = verification_run(verification_id=verification.pk)
+    ran = list(round_trips)
+    assert created and submitted == ["pipeline", "pipeline"], submitted
+    # The attempt (its own transaction), the lock with every read, then the writes with the COMMIT.
+    assert ran == ["pipeline", "pipeline", "pipeline"], ran
+    assert receipt is not None and receipt.verdict == "PASS"
+    assert Verification.objects.get(pk=verification.pk).verdict == "PASS"
+    assert Receipt.objects.filter(verification=verification).count() == 1

@@ -28,7 +28,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Insert, Probe, Related, pipelined, writes_batched
+from verification.compiled import Compiled, Insert, Probe, Related, atomic_batched, pipelined, writes_batched
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -472,7 +472,7 @@ def review_decide(
     when = _now(now)
     key = _check_key(request_key)
     action = _action(verdict)
-    with transaction.atomic():
+    with atomic_batched():  # the decision's writes go with the COMMIT, in one round trip
         locked, read = _lock_and_read(verification.pk, user, when, key)
         replayed = _replayed(key, locked, user, read.replayed)
         if replayed is not None:

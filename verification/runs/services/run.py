@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from verification import metrics
 from verification.actors.services.actors import portal_service_actor
-from verification.compiled import Compiled, Probe, Related, pipelined, writes_batched
+from verification.compiled import Compiled, Probe, Related, atomic_batched, pipelined
 from verification.errors import NotFound
 from verification.evidence.models import VerificationEvidence
 from verification.kernel.errors import InvariantError
@@ -240,15 +240,15 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
         return None
     started = time.perf_counter()
     try:
-        with transaction.atomic():
+        # The receipt, the head columns and the event go together with the COMMIT: one round trip.
+        with atomic_batched():
             locked, read = _lock_and_read(pk, counted[0])
             if read.state["seq0"] is not None:
                 metrics.observe_run(status="already-run")
                 return seq0(pk)
-            with writes_batched():  # the receipt, the head columns and the event: one round trip
-                receipt = run_locked(locked, now=when, read=read)
             # Wake a wait_ms submission waiting for this run, once committed (nothing to do without a broker).
             transaction.on_commit(lambda: run_signal.announce(pk))
+            receipt = run_locked(locked, now=when, read=read)
     except Exception as exc:
         Verification.objects.filter(pk=pk).update(last_error=f"{type(exc).__name__}: {exc}"[:2000])
         raise

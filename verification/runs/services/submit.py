@@ -53,7 +53,7 @@ from django.utils import timezone
 from verification import metrics
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
-from verification.compiled import Compiled, Insert, Probe, pipelined, writes_batched
+from verification.compiled import Compiled, Insert, Probe, atomic_batched, pipelined, writes_batched
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.evidence.selectors import evidence_by_ids
@@ -179,17 +179,16 @@ _INSERT_BINDINGS: Final = Insert(VerificationEvidence)
 _INSERT_RESULTS: Final = Insert(ArrivedResult)
 
 
-def _cycle_and_latest(task: Task) -> tuple[int, Verification | None, ContractAcceptance | None]:
+def _cycle_and_latest(task: Task) -> tuple[int, uuid.UUID | None, ContractAcceptance | None]:
     """The task's current cycle (``selectors.current_cycle``) and its latest verification, in one query, and that
     cycle's contract (``selectors.contract_of``), read after it in the same round trip (the task's acceptances of
-    every cycle: the kernel's rule keeps the cycle's); the latest comes back as a reference by primary key (a new
-    submission supersedes it: only its id is written)."""
+    every cycle: the kernel's rule keeps the cycle's); the latest comes back as its primary key (a new submission
+    supersedes it: only its id is written)."""
     rows, contracts = pipelined((_CYCLE_AND_LATEST, {"task_pk": task.pk}), contracts_query(task.pk))
     row = rows[0] if rows else None
     cycle = int(row[0]) if row is not None and row[0] is not None else 1
     latest_id = row[1] if row is not None else None
-    latest = Verification(id=latest_id) if latest_id is not None else None
-    return cycle, latest, contract_from_rows(cycle, contracts)
+    return cycle, latest_id, contract_from_rows(cycle, contracts)
 
 
 def _evidence_key(digests: Sequence[str]) -> str:
@@ -205,7 +204,7 @@ def _create(
     task: Task,
     submission: Submission,
     idempotency_key: str | None,
-    supersedes: Verification | None,
+    supersedes_id: uuid.UUID | None,
     extra_bindings: Sequence[tuple[str, Evidence, bool]] = (),
     now: datetime,
     cycle_contract: tuple[int, ContractAcceptance | None] | None = None,
@@ -272,7 +271,7 @@ def _create(
                 idempotency_key=idempotency_key,
                 submitted_at=now,
                 created_at=now,
-                supersedes=supersedes,
+                supersedes_id=supersedes_id,
                 evidence_key=_evidence_key([e.digest for _, e, _ in bound]),
             )
         ]
@@ -296,12 +295,12 @@ def _create(
             for cid, body in (*submission.judgments, *submission.results)
         ]
     )
-    if supersedes is not None:
-        _NOT_AWAITING.run_later(verification_pk=supersedes.pk)
+    if supersedes_id is not None:
+        _NOT_AWAITING.run_later(verification_pk=supersedes_id)
     return verification
 
 
-@transaction.atomic
+@atomic_batched()  # the submission's rows go with the COMMIT, in one round trip
 def verification_submit(
     *,
     actor: Actor,
@@ -330,7 +329,7 @@ def verification_submit(
         if replayed is not None:
             return _replayed(replayed), False
     when = now or timezone.now()
-    cycle, latest, contract = _cycle_and_latest(task)
+    cycle, latest_id, contract = _cycle_and_latest(task)
     try:
         # A savepoint only when an Idempotency-Key can lose a race (an IntegrityError then replays the winner).
         with transaction.atomic() if key is not None else contextlib.nullcontext():
@@ -341,7 +340,7 @@ def verification_submit(
                 task=task,
                 submission=submission,
                 idempotency_key=key,
-                supersedes=latest,
+                supersedes_id=latest_id,
                 now=when,
                 cycle_contract=(cycle, contract),
             )
@@ -412,7 +411,7 @@ def verification_add_evidence(
         task=task,
         submission=submission,
         idempotency_key=None,
-        supersedes=locked,
+        supersedes_id=locked.pk,
         now=now or timezone.now(),
     )
     transaction.on_commit(lambda: _enqueue(created.pk))

@@ -58,7 +58,11 @@ def baseline_secret() -> bytes:
         return secret
     directory = Path(settings.VAR_DIR)
     path = directory / BASELINE_SECRET_FILE
-    if not path.exists():
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        found = None
+    if found is None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".baseline_secret.", dir=directory)  # mode 0600
         try:
@@ -71,14 +75,26 @@ def baseline_secret() -> bytes:
             pass
         finally:
             os.unlink(tmp)
-    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        found = os.stat(path)
+    if found.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ServiceError(Reason.INVALID_BASELINE_TOKEN, f"{path} is accessible to other users; chmod 600", status=500)
+    # Read again only when the file is another or was written since (every run asks for it: a stat, not a read).
+    version = (str(path), found.st_dev, found.st_ino, found.st_mtime_ns, found.st_size)
+    remembered = _SECRET_READ.get(version)
+    if remembered is not None:
+        return remembered
     secret = path.read_text(encoding="ascii").strip().encode("ascii")
     if len(secret) < MIN_SECRET_BYTES:
         raise ServiceError(
             Reason.INVALID_BASELINE_TOKEN, f"{path} holds fewer than {MIN_SECRET_BYTES} bytes", status=500
         )
+    _SECRET_READ.clear()  # only the file as it is now
+    _SECRET_READ[version] = secret
     return secret
+
+
+#: The secret file last read, by its path, device, inode, modification time and size.
+_SECRET_READ: Final[dict[tuple[object, ...], bytes]] = {}
 
 
 # --- tasks and cycles ----------------------------------------------------------------------------------------------
