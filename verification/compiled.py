@@ -97,23 +97,6 @@ def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any
     For a write whose loss in a crash of the database server is harmless, and which must be visible to others at
     once: it is, as any commit; only the WAL flush is left to the next synchronous commit on the server (which
     flushes every record written before its own, this one included) or the WAL writer (``wal_writer_delay``)."""
-    return _send_set_locally(alias, "SET LOCAL synchronous_commit TO off", sql, params)
-
-
-def send_generic(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]] | None:
-    """On PostgreSQL outside a transaction: the prepared ``sql`` run with its generic plan (``SET LOCAL
-    plan_cache_mode = force_generic_plan``, sent with it in one round trip, for its implicit transaction only); its
-    rows. None elsewhere (the caller sends it as usual).
-
-    For a lookup by key whose plan does not depend on its values, but which the server would otherwise plan again on
-    every execution (its default, ``auto``, keeps a custom plan when the generic one's estimate looks costlier: a
-    range over a parameter), when planning costs more than running it."""
-    return _send_set_locally(alias, "SET LOCAL plan_cache_mode = force_generic_plan", sql, params)
-
-
-def _send_set_locally(alias: str, setting: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]] | None:
-    """``sql`` (prepared) after ``setting`` (a ``SET LOCAL``) in one round trip, in an implicit transaction of their
-    own (outside a transaction on PostgreSQL; None elsewhere): the setting ends with it."""
     import psycopg
 
     conn = connections[alias]
@@ -124,13 +107,13 @@ def _send_set_locally(alias: str, setting: str, sql: str, params: Sequence[Any])
     _send_pending(conn)
     started = time.monotonic()
     with conn.wrap_database_errors, raw_cursor(conn) as cursor:
-        setting_cursor = psycopg.Cursor(conn.connection)
+        setting = psycopg.Cursor(conn.connection)
         # In a pipeline, the statements up to its sync are one implicit transaction, which SET LOCAL is part of.
         with conn.connection.pipeline():
-            setting_cursor.execute(setting)
+            setting.execute("SET LOCAL synchronous_commit TO off")
             cursor.execute(sql, params, prepare=True)
         found: list[tuple[Any, ...]] = cursor.fetchall()
-    log_sent(conn, (setting, sql), started)
+    log_sent(conn, ("SET LOCAL synchronous_commit TO off", sql), started)
     return found
 
 
@@ -329,12 +312,9 @@ class Compiled:
         update: Callable[..., Mapping[str, Any]] | None = None,
         returning: Sequence[str] = (),
         prepared: bool = False,
-        generic_plan: bool = False,
     ) -> None:
         self.name, self._model, self._build, self._probes, self._update = name, model, build, dict(probes), update
         self._prepared = prepared
-        #: ``rows`` runs it with its generic plan where ``send_generic`` can (prepared, outside a transaction).
-        self._generic_plan = generic_plan and prepared
         #: With ``update``: the updated rows' columns (field names) that ``rows`` answers (``UPDATE … RETURNING``).
         self._returning = tuple(returning)
         if self._returning and update is None:
@@ -412,10 +392,7 @@ class Compiled:
         it changed)."""
         alias = self._alias
         text, conn = self._text(alias), connections[alias]
-        params = self._params(text, arguments, conn)
-        found = send_generic(alias, text.sql, params) if self._generic_plan else None
-        if found is None:
-            found = send(alias, text.sql, params, prepared=self._prepared, rows=True)
+        found = send(alias, text.sql, self._params(text, arguments, conn), prepared=self._prepared, rows=True)
         return self._convert(text, found, conn)
 
     def statement(self, **arguments: Any) -> tuple[str, list[Any]]:

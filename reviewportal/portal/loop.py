@@ -1,8 +1,7 @@
-"""The review loop's session state (issue 14): what this reviewer skipped, and a refused form kept across a redirect
-(Post/Redirect/Get) so reload and back never resubmit or meet a 405. How many they decided is read from their
-decisions (``reviews.selectors.reviewer_progress``), not kept here: a decision writes no session.
+"""The review loop's session state (issue 14): what this reviewer skipped, how many they decided, and a refused
+form kept across a redirect (Post/Redirect/Get) so reload and back never resubmit or meet a 405.
 
-Only pks and the reviewer's own form text live in the session (signed cookie or database: settings).
+Only pks, counts and the reviewer's own form text live in the session (signed cookie or database: settings).
 """
 
 from __future__ import annotations
@@ -14,6 +13,10 @@ from django.http import HttpRequest
 from reviewportal import prg
 
 SKIPPED: Final = "portal.skipped"
+DECIDED: Final = "portal.decided"
+LAST_DECIDED: Final = "portal.last_decided"
+#: The last decided item's task title, kept with it (a task's title never changes): the progress line needs no query.
+LAST_TITLE: Final = "portal.last_title"
 NOTHING_LEFT: Final = "portal.nothing_left"
 #: A session remembers at most this many skipped items (the oldest are forgotten first).
 MAX_SKIPPED: Final = 200
@@ -29,6 +32,32 @@ def skip(request: HttpRequest, verification_id: Any) -> None:
     items = [v for v in skipped(request) if v != str(verification_id)]
     items.append(str(verification_id))
     request.session[SKIPPED] = items[-MAX_SKIPPED:]
+
+
+def decided(request: HttpRequest) -> int:
+    value = request.session.get(DECIDED, 0)
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def count_decision(request: HttpRequest, verification_id: Any, title: str = "") -> None:
+    """One more decided in this session; a replayed form (the same item again at once) is not counted twice.
+    ``title``: the item's task title, shown with the link to it."""
+    if last_decided(request) == str(verification_id):
+        return
+    request.session[DECIDED] = decided(request) + 1
+    request.session[LAST_DECIDED] = str(verification_id)
+    request.session[LAST_TITLE] = title
+
+
+def last_decided(request: HttpRequest) -> str | None:
+    value = request.session.get(LAST_DECIDED)
+    return str(value) if value else None
+
+
+def last_title(request: HttpRequest) -> str:
+    """The last decided item's task title ("" when none was kept)."""
+    value = request.session.get(LAST_TITLE)
+    return value if isinstance(value, str) else ""
 
 
 def mark_nothing_left(request: HttpRequest) -> None:

@@ -124,16 +124,14 @@ def queue(request: HttpRequest) -> HttpResponse:
 
 
 def _progress(request: HttpRequest, left: int | None = None) -> dict[str, Any]:
-    """The review loop's progress line: decided since this reviewer signed in (read from the decisions, so a
-    decision costs no write of the session), left in the queue, the last one decided."""
+    """The review loop's progress line: decided in this session, left in the queue, the last one decided."""
     if left is None:
         left = sum(n for _, n in review_selectors.queue_counts(now=timezone.now()))
-    user = request.user
-    mine = review_selectors.reviewer_progress(user_pk=user.pk, since=getattr(user, "last_login", None))
+    last = loop.last_decided(request)
     return {
-        "decided": mine.decided,
+        "decided": loop.decided(request),
         "left": left,
-        "last": {"pk": mine.last_pk, "title": mine.last_title} if mine.last_pk else None,
+        "last": {"pk": last, "title": loop.last_title(request)} if last else None,
         "skipped": len(loop.skipped(request)),
     }
 
@@ -328,6 +326,7 @@ def decide(request: HttpRequest, verification_id: str) -> HttpResponse:
         messages.success(request, f"Sent “{title}” back for more evidence: it leaves the queue until a re-run.")
     else:
         messages.success(request, f"Decided {decision.action} on “{title}”: a signed receipt supersedes the head.")
+    loop.count_decision(request, verification.pk, decided.task.title if decided.task else "")
     return _open_next(request)
 
 

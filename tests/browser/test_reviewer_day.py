@@ -66,7 +66,7 @@ def test_the_demo_reviewer_clears_the_queue_by_keyboard_never_sees_the_trap_and_
     assert page.url.endswith("/queue/")
     assert page.locator("[data-empty-state]").count() == 1
     assert page.locator("[data-awaiting-list] li").count() == 9  # what is awaiting evidence is listed
-    assert "9</strong> decided since you signed in" in page.locator("[data-progress]").inner_html()
+    assert "9</strong> decided this session" in page.locator("[data-progress]").inner_html()
     assert not ReviewLease.objects.filter(verification=demo["trap"]).exists()  # never held by the barred reviewer
 
     other = console.watch(new_context().new_page())  # the second reviewer clears the trap

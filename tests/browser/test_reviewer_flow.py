@@ -53,7 +53,7 @@ def test_a_reviewer_claims_reads_highlighted_evidence_passes_and_sees_the_supers
     page.fill("#id_rationale", "The full log shows every test passing; the model misread it.")
     page.click("[data-decide]")
     page.wait_for_url(re.compile(rf".*/review/{following.pk}/$"))  # issue 14: the next item opens
-    assert "1 decided since you signed in" in page.locator("[data-progress]").inner_text()
+    assert "1 decided this session" in page.locator("[data-progress]").inner_text()
     page.click("[data-progress-last]")  # the one just decided
     page.wait_for_url(re.compile(rf".*/review/{item.pk}/$"))
 
@@ -154,7 +154,7 @@ def test_the_keyboard_flow_clears_three_items(
     page.wait_for_url(re.compile(r".*/queue/$"))  # nothing left: the empty state
     assert page.locator("[data-queue-total]").inner_text() == "0"
     assert "Nothing left for you to claim" in page.locator(".messages").inner_text()
-    assert "3</strong> decided since you signed in" in page.locator("[data-progress]").inner_html()
+    assert "3</strong> decided this session" in page.locator("[data-progress]").inner_html()
 
 
 def test_the_queue_poll_pauses_while_the_tab_is_hidden(

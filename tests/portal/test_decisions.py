@@ -401,7 +401,7 @@ def test_posting_the_same_form_twice_through_the_page_records_one_decision(queue
     assert first["Location"] == second["Location"] == "/queue/"
     assert ReviewDecision.objects.filter(verification=verification).count() == 1
     queue_page = client.get(first["Location"]).content.decode()
-    assert "1</strong> decided since you signed in" in queue_page  # the replayed form is not counted twice
+    assert "1</strong> decided this session" in queue_page  # the replayed form is not counted twice
     page = client.get(f"/review/{verification.pk}/").content.decode()
     head = head_of(verification)
     assert head is not None and head.kind == "decision"

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
-from typing import Any, Final
+from typing import Any
 
 import psycopg
 import pytest
 from django.db import IntegrityError, connection, connections, transaction
 
 from tests.verification.service_world import World, digest_entry, inline
-from verification.compiled import (
-    Compiled,
-    Insert,
-    Probe,
-    atomic_batched,
-    queue,
-    send_generic,
-    send_unsynced,
-    writes_batched,
-)
+from verification.compiled import Insert, atomic_batched, queue, send_unsynced, writes_batched
 from verification.kernel.digests import sha256_digest
 from verification.runs.models import Event, Verification
 from verification.runs.services.run import verification_run
@@ -334,70 +324,3 @@ def test_a_submission_and_its_run_commit_with_their_writes(
     assert receipt is not None and receipt.verdict == "PASS"
     assert Verification.objects.get(pk=verification.pk).verdict == "PASS"
     assert Receipt.objects.filter(verification=verification).count() == 1
-
-
-# --- reads run with their generic plan (``send_generic``) ------------------------------------------------------------
-
-
-def _since_query(kind: str, since: Any) -> Any:
-    return Event.objects.filter(kind=kind, created_at__gte=since).order_by("-id").values_list("payload")[:1]
-
-
-_GENERIC: Final = Compiled(
-    "events-since",
-    Event,
-    _since_query,
-    {"kind": Probe("kind-1", "kind-2"), "since": Probe.instant(Event._meta.get_field("created_at"))},
-    prepared=True,
-    generic_plan=True,
-)
-
-
-def _plans(sql_start: str) -> tuple[int, int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s", [sql_start + "%"]
-        )
-        rows = cursor.fetchall()
-    assert len(rows) == 1, rows
-    return int(rows[0][0]), int(rows[0][1])
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_a_generic_plan_read_is_never_planned_again_and_its_setting_ends_with_it() -> None:
-    """A range over a parameter kept the server on custom plans, planned on every execution; a ``generic_plan``
-    read is run with the generic one (planned once for the connection), and the setting does not outlive it."""
-    from django.utils import timezone
-
-    Event.objects.create(kind=KIND, payload={"n": 1})
-    since = timezone.now() - timedelta(hours=1)
-    for _ in range(8):
-        assert _GENERIC.rows(kind=KIND, since=since) == [({"n": 1},)]
-    sql, _ = _GENERIC.statement(kind=KIND, since=since)
-    generic, custom = _plans(sql[:60])
-    assert generic >= 8 and custom == 0
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone() == ("auto",)
-
-
-@pytest.mark.postgres
-def test_inside_a_transaction_a_generic_plan_read_is_sent_as_usual() -> None:
-    from django.utils import timezone
-
-    since = timezone.now() - timedelta(hours=1)
-    with transaction.atomic():
-        Event.objects.create(kind=KIND, payload={"n": 2})
-        assert send_generic(connection.alias, "SELECT 1", []) is None
-        assert _GENERIC.rows(kind=KIND, since=since) == [({"n": 2},)]
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW plan_cache_mode")
-            assert cursor.fetchone() == ("auto",)
-
-
-def test_on_any_database_a_generic_plan_read_answers_its_rows() -> None:
-    from django.utils import timezone
-
-    Event.objects.create(kind=KIND, payload={"n": 3})
-    assert _GENERIC.rows(kind=KIND, since=timezone.now() - timedelta(hours=1)) == [({"n": 3},)]

@@ -118,11 +118,7 @@ class ReviewDecision(AppendOnlyModel):
 
     class Meta:
         ordering = ("id",)
-        indexes = [
-            models.Index(fields=["verification", "action"], name="reviewdecision_action_idx"),
-            # A reviewer's decisions by time: the review loop's progress line (``selectors.reviewer_progress``).
-            models.Index(fields=["user", "created_at"], name="reviewdecision_user_time_idx"),
-        ]
+        indexes = [models.Index(fields=["verification", "action"], name="reviewdecision_action_idx")]
         constraints = [
             models.CheckConstraint(
                 condition=(Q(action="MORE_EVIDENCE") & Q(receipt__isnull=True))

@@ -317,51 +317,6 @@ def forget_queue_counts() -> None:
 
 
 @dataclass(frozen=True)
-class ReviewerProgress:
-    """A reviewer's decisions since a moment: how many, and the last one's item (its pk and its task's title)."""
-
-    decided: int
-    last_pk: uuid.UUID | None
-    last_title: str
-
-
-def _progress_query(user_pk: int, since: datetime) -> QuerySet[ReviewDecision, tuple[Any, ...]]:
-    since_then = ReviewDecision.objects.filter(user_id=user_pk, created_at__gte=since)
-    # Counted apart, from the index alone: a window over the latest row's joins made every row join (22 ms at 1,800).
-    counted = since_then.order_by().values("user_id").annotate(n=Count("id")).values("n")
-    return since_then.order_by("-created_at", "-id").values_list(
-        Subquery(counted), "verification_id", "verification__task__title"
-    )[:1]
-
-
-#: ``_progress_query`` compiled once: the latest decision with its item's title, and how many there are. Run with its
-#: generic plan: the server otherwise planned it on every page (its range over ``since`` made the generic plan look
-#: costlier), 0.33 ms against 0.05 ms of running it.
-_PROGRESS: Final = Compiled(
-    "reviewer-progress",
-    ReviewDecision,
-    _progress_query,
-    {
-        "user_pk": Probe(101, 102, ReviewDecision._meta.get_field("user").target_field),
-        "since": Probe.instant(ReviewDecision._meta.get_field("created_at")),
-    },
-    prepared=True,
-    generic_plan=True,
-)
-
-
-def reviewer_progress(*, user_pk: int, since: datetime | None) -> ReviewerProgress:
-    """How many decisions ``user_pk`` recorded since ``since`` (every one when None) and the last one's item, read
-    from the decisions themselves (one statement, through the reviewer's decisions by time: the review loop's
-    progress line, issue 14): what it shows is what the records hold, whichever tab or request made them."""
-    rows = _PROGRESS.rows(user_pk=user_pk, since=since or datetime(1970, 1, 1, tzinfo=UTC))
-    if not rows:
-        return ReviewerProgress(0, None, "")
-    n, last_pk, title = rows[0]
-    return ReviewerProgress(int(n), last_pk, title or "")
-
-
-@dataclass(frozen=True)
 class Cursor:
     """The queue's keyset cursor: the last row's (rank, submitted_at, id); on the wire ``verification.cursors``."""
 
