@@ -49,6 +49,24 @@ def _session_read(model: Any) -> Compiled:
     )
 
 
+@functools.cache
+def _session_update(model: Any) -> Compiled:
+    """The UPDATE of a session row's data and end, compiled once and sent prepared: every decision saves the session
+    (the review loop's progress), and building the UPDATE through the ORM cost more than sending it (issue 15)."""
+    return Compiled(
+        "session-save",
+        model,
+        lambda session_key, data, expire: model.objects.filter(session_key=session_key),
+        {
+            "session_key": Probe("probe-session-key-1", "probe-session-key-2"),
+            "data": Probe("probe-data-1", "probe-data-2"),
+            "expire": Probe.instant(model._meta.get_field("expire_date")),
+        },
+        update=lambda session_key, data, expire: {"session_data": data, "expire_date": expire},
+        prepared=True,
+    )
+
+
 class SessionStore(db.SessionStore):
     """Django's database sessions, plus the stored end of the session read (``stored_expiry``; None: none read)."""
 
@@ -72,12 +90,9 @@ class SessionStore(db.SessionStore):
             super().save(must_create=must_create)
             return
         data = self._get_session(no_load=False)
-        model = self.model
         try:
-            updated = (
-                model.objects.using(router.db_for_write(model))
-                .filter(session_key=self.session_key)
-                .update(session_data=self.encode(data), expire_date=self.get_expiry_date())
+            updated = _session_update(self.model).run(
+                session_key=self.session_key, data=self.encode(data), expire=self.get_expiry_date()
             )
         except DatabaseError:
             raise UpdateError from None
