@@ -201,9 +201,8 @@ def writes_batched(alias: str = "default", *, with_commit: bool = False) -> Iter
             _send_pending(conn)  # raises its own error (chained to this one) if the server refuses them
         raise
     else:
-        if conn.needs_rollback:  # the transaction is to be rolled back: the queued writes would be undone with it
-            pass
-        else:
+        # A transaction to be rolled back would undo the queued writes: they are not sent.
+        if not conn.needs_rollback:
             _send_pending(conn, commit=with_commit and _commit_due(conn))
     finally:
         batch.pending.clear()
