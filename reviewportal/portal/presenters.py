@@ -24,6 +24,7 @@ from verification.kernel.verifier import VerificationReport
 from verification.reviews.item_selectors import BoundEvidence, ReviewItem, review_item, review_item_of
 from verification.reviews.models import ReviewDecision, ReviewLease
 from verification.reviews.selectors import RANK_NAMES, QueueItem, queue_slice
+from verification.runs.cycle_workers import CycleWorkers
 from verification.runs.models import ArrivedResult, Verification
 from verification.trust.models import Receipt
 
@@ -271,6 +272,7 @@ class ReviewView:
     in_queue: bool
     superseded_by: Verification | None
     decision_payload: Mapping[str, Any] | None
+    workers: CycleWorkers | None = None  # read for a reviewer (``review_view_of``): the decision rails' read
 
 
 def _citation(raw: Mapping[str, Any], reads: Mapping[str, EvidenceRead]) -> CitationView:
@@ -461,6 +463,7 @@ def review_page(item: ReviewItem) -> ReviewView:
         in_queue=item.in_queue,
         superseded_by=item.superseded_by,
         decision_payload=decision_payload,
+        workers=item.workers,
     )
 
 
@@ -469,7 +472,8 @@ def review_view(verification: Verification, *, now: datetime) -> ReviewView:
     return review_page(review_item(verification, now=now))
 
 
-def review_view_of(verification_id: Any, *, now: datetime) -> ReviewView | None:
-    """``review_view`` by id (``item_selectors.review_item_of``); None when there is no such verification."""
-    item = review_item_of(verification_id, now=now)
+def review_view_of(verification_id: Any, *, now: datetime, reviewer: Any = None) -> ReviewView | None:
+    """``review_view`` by id (``item_selectors.review_item_of``); None when there is no such verification. With
+    ``reviewer``, the decision rails' read comes with it (``ReviewView.workers``)."""
+    item = review_item_of(verification_id, now=now, reviewer=reviewer)
     return review_page(item) if item is not None else None

@@ -179,7 +179,7 @@ def _review_context(request: HttpRequest, view: presenters.ReviewView, now: date
     holds = lease is not None and lease.holder_id == request.user.pk
     bar = None
     if can_decide(request.user) and view.in_queue:
-        barred = decisions.decision_bar(user=request.user, verification=verification)
+        barred = decisions.decision_bar(user=request.user, verification=verification, found=view.workers)
         bar = refusal_words(barred) if barred is not None else None
     context = {
         "view": view,
@@ -210,7 +210,9 @@ def _review_context(request: HttpRequest, view: presenters.ReviewView, now: date
 @reader_required
 def review(request: HttpRequest, verification_id: str) -> HttpResponse:
     now = timezone.now()
-    view = presenters.review_view_of(verification_id, now=now)
+    # A user who may decide gets the rails' read with the item's (one round trip): the page says why they may not.
+    reviewer = request.user if can_decide(request.user) else None
+    view = presenters.review_view_of(verification_id, now=now, reviewer=reviewer)
     if view is None:
         raise Http404("no such verification")
     return render(request, "portal/review.html", _review_context(request, view, now))

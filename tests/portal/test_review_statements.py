@@ -134,7 +134,8 @@ def test_the_review_page_sends_its_item_bindings_chain_and_decisions_together(
     queue: Queue, reviewer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The four reads that need only the item's key go in one ``compiled.pipelined`` call (one round trip on
-    PostgreSQL; one after the other on SQLite), and the page shows what each read."""
+    PostgreSQL; one after the other on SQLite), with the decision rails' read for a reviewer, and the page shows what
+    each read."""
     from verification.reviews import item_selectors
 
     sent: list[list[str]] = []
@@ -151,8 +152,39 @@ def test_the_review_page_sends_its_item_bindings_chain_and_decisions_together(
     client.force_login(reviewer)
     page = client.get(f"/review/{item.pk}/")
     assert page.status_code == 200
-    assert sent == [["review-subject", "review-bindings", "proof-rows", "review-decisions"]]
+    assert sent == [
+        ["review-subject", "review-bindings", "proof-rows", "review-decisions", "cycle-workers-of-verification"]
+    ]
     body = page.content.decode()
     assert body.count("data-chain-entry=") == Receipt.objects.filter(verification=item).count()
     for binding in VerificationEvidence.objects.filter(verification=item):
         assert binding.symbol in body
+
+
+@pytest.mark.postgres
+def test_the_review_page_reads_the_rails_with_the_item_in_one_round_trip(
+    queue: Queue, reviewer: Any, round_trips: list[str]
+) -> None:
+    """For a user who may decide, the decision rails' read (the cycle's workers with the reviewer's actor) goes in
+    the item's round trip (``review_item_of(reviewer=)``), and its answer is the one ``cycle_workers`` gives."""
+    from django.utils import timezone
+
+    from verification.reviews.item_selectors import review_item_of
+    from verification.runs.cycle_workers import cycle_workers
+
+    verification = queue.unknown()
+    review_claim(user=reviewer, verification=verification)
+    client = Client()
+    client.force_login(reviewer)
+    client.get(f"/review/{verification.pk}/")  # a first page: the reviewer's actor is created (once per user)
+    round_trips.clear()
+    page = client.get(f"/review/{verification.pk}/")
+    assert page.status_code == 200
+    sent = list(round_trips)
+    # The session; the user with its permissions; the item with its bindings, chain, decisions and the rails' read;
+    # the queue's counts. Nothing else.
+    assert len(sent) == 4 and sent[1:3] == ["pipeline", "pipeline"], sent
+    item = review_item_of(verification.pk, now=timezone.now(), reviewer=reviewer)
+    assert item is not None and item.workers is not None
+    assert item.workers == cycle_workers(verification.task, verification.cycle, reviewer=reviewer)
+    assert review_item_of(verification.pk, now=timezone.now()).workers is None  # only when asked

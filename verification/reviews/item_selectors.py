@@ -24,7 +24,8 @@ from verification.kernel.evidence import Freshness, freshness
 from verification.kernel.verifier import VerificationReport, verify_report
 from verification.reviews.models import ReviewDecision, ReviewLease
 from verification.reviews.selectors import _held, outcome_as_read, queue_member_q
-from verification.runs.models import ArrivedResult, Verification
+from verification.runs.cycle_workers import CycleWorkers, workers_from_rows, workers_of_verification_query
+from verification.runs.models import ArrivedResult, Task, Verification
 from verification.runs.selectors import rubric_criteria
 from verification.trust.models import Receipt, ReceiptKind
 from verification.trust.selectors import proof_of_rows, proof_read, receipt_payload, trusted_keys, untrusted_head
@@ -66,6 +67,10 @@ class ReviewItem:
     decisions: list[ReviewDecision]
     in_queue: bool
     superseded_by: Verification | None
+    #: Read for a ``reviewer`` (``review_item_of``): the cycle's workers with that reviewer's actor and boundaries,
+    #: what the decision rails are judged on (``decisions.decision_bar``); None otherwise, or for an item with no
+    #: subject.
+    workers: CycleWorkers | None = None
 
 
 def _pk(verification_id: Any) -> uuid.UUID | None:
@@ -218,24 +223,32 @@ def verify_chain(
     )
 
 
-def review_item_of(verification_id: Any, *, now: datetime) -> ReviewItem | None:
+def review_item_of(verification_id: Any, *, now: datetime, reviewer: Any = None) -> ReviewItem | None:
     """Everything the review page shows about one verification, read at ``now`` (issue 5 §3); None when there is no
     such verification (also for a string that is not a UUID). The item, its relations, its head, its lease and its
     queue facts come in one compiled statement (``_subject_query``), sent with the reads of its bindings, its chain
-    and its decisions in ONE round trip on PostgreSQL (``compiled.pipelined``): they need only its key."""
+    and its decisions in ONE round trip on PostgreSQL (``compiled.pipelined``): they need only its key. With
+    ``reviewer`` (a portal user who may decide), the cycle's workers and that reviewer's actor go in the same round
+    trip (``ReviewItem.workers``: the decision rails' read)."""
     pk = _pk(verification_id)
     if pk is None:
         return None
-    subject_rows, binding_rows, chain_rows, decision_rows = pipelined(
+    queries = [
         (_SUBJECT, {"verification_pk": pk, "now": now}),
         (_BINDINGS, {"verification_pk": pk}),
         proof_read(pk),
         (_DECISIONS, {"verification_pk": pk}),
-    )
+    ]
+    if reviewer is not None:
+        queries.append(workers_of_verification_query(pk, reviewer))
+    subject_rows, binding_rows, chain_rows, decision_rows, *workers_rows = pipelined(*queries)
     subject = _subject(subject_rows, now)
     if subject is None:
         return None
     verification, head = subject.verification, subject.head
+    workers = None
+    if workers_rows and verification.task_id is not None and verification.cycle is not None:
+        workers = workers_from_rows(Task(pk=verification.task_id), verification.cycle, workers_rows[0])
     payload: Mapping[str, Any] = receipt_payload(head) if head is not None else {}
     decision_payload = payload if head is not None and head.kind == ReceiptKind.DECISION else None
     # The automated outcome beneath: the head's, or (under a decision) the receipt it superseded.
@@ -264,6 +277,7 @@ def review_item_of(verification_id: Any, *, now: datetime) -> ReviewItem | None:
         decisions=_DECISION_RELATED.all(decision_rows),
         in_queue=subject.in_queue,
         superseded_by=Verification.objects.filter(pk=newer).first() if newer is not None else None,
+        workers=workers,
     )
 
 

@@ -241,17 +241,17 @@ def decision_rails(
     return actor, _rails_over(found, verifier)
 
 
-def decision_bar(*, user: Any, verification: Verification) -> KernelError | None:
+def decision_bar(*, user: Any, verification: Verification, found: CycleWorkers | None = None) -> KernelError | None:
     """Why ``user`` may not decide ``verification`` (read before any lease or typing), or None: ``claims.review_bar``'s
-    answer, with the rails read in one query (``decision_rails``). Read-only apart from a first-time reviewer's
-    actor."""
+    answer, with the rails read in one query (``decision_rails``; ``found``: that read, when the caller sent it with
+    its own, the review page's). Read-only apart from a first-time reviewer's actor."""
     if verification.task_id is not None and verification.cycle is not None:
         try:
             _require_reviewer(user)
         except KernelError:
             pass
         else:
-            return decision_rails(user, verification)[1]
+            return decision_rails(user, verification, found)[1]
     return review_bar(user=user, verification=verification)  # refused before any rail, or not a queue item
 
 
