@@ -28,7 +28,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from verification.actors.models import Actor
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Insert, Probe, Related, atomic_batched, pipelined, writes_batched
+from verification.compiled import Compiled, Insert, Probe, Related, atomic_batched, pipelined
 from verification.errors import NotFound, ServiceError
 from verification.evidence import storage
 from verification.evidence.models import Evidence, VerificationEvidence
@@ -350,7 +350,6 @@ def _lease_done(locked: Verification, user: Any, now: datetime, end_reason: str)
     transaction.on_commit(forget_queue_counts)  # and again once committed: a reader in between cached the old
 
 
-@writes_batched()  # the decision's rows, its head's columns, its lease and its event go in one round trip
 def _decide_locked(
     *,
     user: Any,
@@ -472,7 +471,8 @@ def review_decide(
     when = _now(now)
     key = _check_key(request_key)
     action = _action(verdict)
-    with atomic_batched():  # the decision's writes go with the COMMIT, in one round trip
+    # The decision's rows, its head's columns, its lease's end and its event go with the COMMIT, in one round trip.
+    with atomic_batched():
         locked, read = _lock_and_read(verification.pk, user, when, key)
         replayed = _replayed(key, locked, user, read.replayed)
         if replayed is not None:

@@ -53,7 +53,7 @@ from django.utils import timezone
 from verification import metrics
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
-from verification.compiled import Compiled, Insert, Probe, atomic_batched, pipelined, writes_batched
+from verification.compiled import Compiled, Insert, Probe, atomic_batched, pipelined
 from verification.errors import NotFound, ServiceError
 from verification.evidence.models import Evidence, VerificationEvidence
 from verification.evidence.selectors import evidence_by_ids
@@ -195,7 +195,6 @@ def _evidence_key(digests: Sequence[str]) -> str:
     return hashlib.sha256(canonicalize(sorted(digests))).hexdigest()
 
 
-@writes_batched()  # its rows go to the server together, in one round trip
 def _create(
     *,
     actor: Actor,
@@ -209,8 +208,9 @@ def _create(
     now: datetime,
     cycle_contract: tuple[int, ContractAcceptance | None] | None = None,
 ) -> Verification:
-    """The submission's rows. ``cycle_contract``: the subject's current cycle and that cycle's contract (or None), when
-    the caller read them; else they are read here."""
+    """The submission's rows, queued in the caller's batch (``compiled.atomic_batched``: they go to the server together,
+    with its COMMIT). ``cycle_contract``: the subject's current cycle and that cycle's contract (or None), when the
+    caller read them; else they are read here."""
     if cycle_contract is None:
         cycle = current_cycle(task)
         contract = contract_of(task, cycle)
@@ -356,7 +356,7 @@ def verification_submit(
     return verification, True
 
 
-@transaction.atomic
+@atomic_batched()  # the new verification's rows go with the COMMIT, as a submission's do
 def verification_add_evidence(
     *,
     actor: Actor,
