@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Field, Model, QuerySet, Value
@@ -89,10 +89,14 @@ def _begin_with_it(pg: Any) -> Any:
     return pg.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext()
 
 
+#: The implicit transaction's commit leaves the WAL flush to the next synchronous commit (``send_unsynced``).
+_UNSYNCED: Final = "SELECT set_config('synchronous_commit', 'off', true)"
+
+
 def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]] | None:
     """On PostgreSQL outside a transaction: ``sql`` in a transaction of its own whose commit does not wait for the
-    disk (``SET LOCAL synchronous_commit TO off``, sent with it in one round trip); its rows. None elsewhere (the
-    caller sends it as usual).
+    disk (``synchronous_commit`` off for that transaction only, sent with it in one round trip); its rows. None
+    elsewhere (the caller sends it as usual).
 
     For a write whose loss in a crash of the database server is harmless, and which must be visible to others at
     once: it is, as any commit; only the WAL flush is left to the next synchronous commit on the server (which
@@ -108,12 +112,14 @@ def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any
     started = time.monotonic()
     with conn.wrap_database_errors, raw_cursor(conn) as cursor:
         setting = psycopg.Cursor(conn.connection)
-        # In a pipeline, the statements up to its sync are one implicit transaction, which SET LOCAL is part of.
+        # In a pipeline, the statements up to its sync are one implicit transaction, which a local setting lasts for.
+        # set_config(..., true), not SET LOCAL: the server logged a WARNING ("SET LOCAL can only be used in transaction
+        # blocks") for every SET LOCAL outside BEGIN, once per run, though the setting held.
         with conn.connection.pipeline():
-            setting.execute("SET LOCAL synchronous_commit TO off")
+            setting.execute(_UNSYNCED)
             cursor.execute(sql, params, prepare=True)
         found: list[tuple[Any, ...]] = cursor.fetchall()
-    log_sent(conn, ("SET LOCAL synchronous_commit TO off", sql), started)
+    log_sent(conn, (_UNSYNCED, sql), started)
     return found
 
 

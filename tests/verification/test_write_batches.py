@@ -170,6 +170,30 @@ def test_an_unsynced_statement_commits_on_its_own_without_waiting_for_the_disk()
 
 
 @pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_unsynced_statement_leaves_nothing_in_the_server_log() -> None:
+    """The setting is made without a notice: ``SET LOCAL`` outside ``BEGIN`` made the server log a WARNING ("SET LOCAL
+    can only be used in transaction blocks") for every run's attempt."""
+    connection.ensure_connection()
+    notices: list[str] = []
+    pg = connection.connection
+
+    def heard(diagnostic: Any) -> None:
+        notices.append(f"{diagnostic.severity}: {diagnostic.message_primary}")
+
+    pg.add_notice_handler(heard)
+    try:
+        with connection.cursor() as cursor:  # the handler hears what the server says (checked, so this test can fail)
+            cursor.execute("DO $$ BEGIN RAISE WARNING 'heard'; END $$")
+        assert notices == ["WARNING: heard"]
+        notices.clear()
+        assert send_unsynced(connection.alias, "SELECT current_setting('synchronous_commit')", []) == [("off",)]
+    finally:
+        pg.remove_notice_handler(heard)
+    assert notices == []
+
+
+@pytest.mark.postgres
 def test_inside_a_transaction_an_unsynced_statement_is_left_to_the_caller() -> None:
     with transaction.atomic():
         assert send_unsynced(connection.alias, "SELECT 1", []) is None
