@@ -348,3 +348,38 @@ def test_a_submission_and_its_run_commit_with_their_writes(
     assert receipt is not None and receipt.verdict == "PASS"
     assert Verification.objects.get(pk=verification.pk).verdict == "PASS"
     assert Receipt.objects.filter(verification=verification).count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_late_result_commits_with_its_writes(signing_key: Any, round_trips: list[str]) -> None:
+    """``result_deliver`` in its own transaction, as the API calls it: the ``result`` receipt, the head columns and
+    the event go with the COMMIT (the run's twin), not as statements of their own before it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.verification.service_world import LOG, NOTES, imported_entry
+    from verification.runs.services.results import result_deliver
+
+    world = World.build()
+    world.contract(digest_entry(), imported_entry(deadline_seconds=60, on_expiry="UNKNOWN"))
+    start = timezone.now()
+    verification, run = world.submit_and_run({"evidence": [inline("notes", NOTES), inline("log", LOG)]}, now=start)
+    round_trips.clear()
+    receipt = result_deliver(
+        actor=world.external.actor,
+        token=world.external.token,
+        verification=verification,
+        criterion_id="ext-scan",
+        body={"criterion": "ext-scan", "verdict": "PASS", "detail": "clean", "evidence": ["log"]},
+        now=start + timedelta(seconds=1),
+    )
+    sent = list(round_trips)
+    assert (receipt.seq, receipt.kind, receipt.prev_hash) == (1, "result", run.content_hash)
+    assert Receipt.objects.filter(verification=verification).count() == 2
+    assert Event.objects.filter(verification=verification, kind="result.received").count() == 1
+    assert Verification.objects.get(pk=verification.pk).verdict == receipt.verdict
+    assert "COMMIT" not in sent and sent[-1] == "pipeline", sent  # the writes and the COMMIT: one round trip
+    alone = ('INSERT INTO "verification_receipt"', 'UPDATE "verification_verification"', 'INSERT INTO "verification_event"')
+    assert not any(s.startswith(alone) for s in sent), sent  # none of them sent on its own

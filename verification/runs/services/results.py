@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
-from django.db import transaction
 from django.utils import timezone
 
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
+from verification.compiled import Insert, atomic_batched
 from verification.errors import NotFound, ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.canonical import canonicalize, loads_strict
@@ -39,6 +39,9 @@ from verification.trust.models import Receipt, ReceiptKind
 from verification.trust.selectors import head_of
 from verification.trust.services.receipts import receipt_issue
 
+#: The arrived result's INSERT, built once (``compiled.Insert``).
+_INSERT_RESULT: Final = Insert(ArrivedResult)
+
 
 def _head_payload(receipt: Receipt) -> Mapping[str, Any]:
     payload = loads_strict(receipt.envelope)["payload"]
@@ -47,7 +50,7 @@ def _head_payload(receipt: Receipt) -> Mapping[str, Any]:
     return payload
 
 
-@transaction.atomic
+@atomic_batched()  # the receipt, the head columns and the event go with the COMMIT, as a run's do
 def result_deliver(
     *,
     actor: Actor,
@@ -104,13 +107,17 @@ def result_deliver(
             raise ServiceError(exc.reason, exc.detail, status=409) from None
     if ArrivedResult.objects.filter(verification=locked, criterion_id=criterion_id).exists():
         raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} already has its result", status=409)
-    ArrivedResult.objects.create(
-        verification=locked,
-        criterion_id=criterion_id,
-        actor=actor,
-        boundary=boundary,
-        body=dict(body),
-        received_at=when,
+    _INSERT_RESULT(  # queued: it goes with the next read (which sees it) or the COMMIT
+        [
+            ArrivedResult(
+                verification=locked,
+                criterion_id=criterion_id,
+                actor=actor,
+                boundary=boundary,
+                body=dict(body),
+                received_at=when,
+            )
+        ]
     )
     if head is None:
         Verification.objects.filter(pk=locked.pk).update(attempts=locked.attempts + 1)
@@ -133,7 +140,7 @@ def result_deliver(
         )
         receipt = receipt_issue(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
         record_outcome(locked, facts, result, receipt)
-    events.event_emit(
+    events.event_append(  # the last write: queued with the others, sent with the COMMIT
         kind=events.RESULT_RECEIVED,
         verification=locked,
         payload={
