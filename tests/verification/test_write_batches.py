@@ -133,6 +133,37 @@ def test_a_submission_reads_in_one_round_trip_and_writes_in_another(signing_key:
     assert not Verification.objects.get(pk=verification.supersedes_id).awaiting_evidence
 
 
+def _row_version(pk: Any) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ctid::text FROM verification_verification WHERE id = %s", [pk])
+        return str(cursor.fetchone()[0])
+
+
+@pytest.mark.postgres
+def test_a_submission_rewrites_the_superseded_row_only_when_it_was_waiting_for_evidence(signing_key: Any) -> None:
+    """Superseding a verification that met its contract leaves its row as it was (no new version of it); one that
+    waited for evidence (it did not meet it) waits no more."""
+    world, body = _world()
+    met = Verification.objects.filter(task=world.task).get()
+    assert met.determination == "met" and not met.awaiting_evidence
+    before = _row_version(met.pk)
+    verification, _ = verification_submit(
+        actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
+    )
+    assert verification.supersedes_id == met.pk and _row_version(met.pk) == before
+    world.run(verification)
+    failing = {"evidence": [inline("notes", b"other notes\n")]}
+    waiting, _ = world.submit_and_run(failing)
+    waiting.refresh_from_db()
+    assert waiting.determination == "not_met" and waiting.awaiting_evidence
+    before = _row_version(waiting.pk)
+    again, _ = verification_submit(
+        actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
+    )
+    waiting.refresh_from_db()
+    assert again.supersedes_id == waiting.pk and not waiting.awaiting_evidence and _row_version(waiting.pk) != before
+
+
 @pytest.mark.postgres
 def test_a_run_sends_its_reads_and_its_writes_in_three_round_trips(signing_key: Any, round_trips: list[str]) -> None:
     world, body = _world()
@@ -381,5 +412,9 @@ def test_a_late_result_commits_with_its_writes(signing_key: Any, round_trips: li
     assert Event.objects.filter(verification=verification, kind="result.received").count() == 1
     assert Verification.objects.get(pk=verification.pk).verdict == receipt.verdict
     assert "COMMIT" not in sent and sent[-1] == "pipeline", sent  # the writes and the COMMIT: one round trip
-    alone = ('INSERT INTO "verification_receipt"', 'UPDATE "verification_verification"', 'INSERT INTO "verification_event"')
+    alone = (
+        'INSERT INTO "verification_receipt"',
+        'UPDATE "verification_verification"',
+        'INSERT INTO "verification_event"',
+    )
     assert not any(s.startswith(alone) for s in sent), sent  # none of them sent on its own

@@ -162,10 +162,12 @@ _CYCLE_AND_LATEST: Final = Compiled(
 
 
 #: The superseded verification waits for evidence no more (compiled once: every submission after the first sends it).
+#: Only a row that was waiting is written: rewriting one that was not (the usual case: it met its contract) made a new
+#: version of the whole row, and a dead one for vacuum, on every submission, to store the value it already held.
 _NOT_AWAITING: Final = Compiled(
     "not-awaiting",
     Verification,
-    lambda verification_pk: Verification.objects.filter(pk=verification_pk),
+    lambda verification_pk: Verification.objects.filter(pk=verification_pk, awaiting_evidence=True),
     {"verification_pk": Probe.key_of(Verification)},
     update=lambda verification_pk: {"awaiting_evidence": False},
     prepared=True,
