@@ -155,3 +155,21 @@ def test_a_result_before_the_run_is_kept_and_the_run_includes_it(world: World) -
     assert (receipt.seq, receipt.kind) == (0, "run")
     verification.refresh_from_db()
     assert verification.verdict == "UNKNOWN" and verification.determination == "cannot_determine"
+
+
+def test_the_head_read_with_a_page_is_the_last_receipt_of_each_chain(world: World) -> None:
+    """``heads_of`` (a page of the API's list): the receipt of the highest seq, here the result's over the run's."""
+    from verification.trust.selectors import head_of, heads_of
+
+    verification, run = submitted(world)
+    result = deliver(world, verification, at=T0 + timedelta(seconds=1))
+    other, other_run = world.submit_and_run({"evidence": [inline("notes", NOTES), inline("log", LOG)]}, now=T0)
+    heads = heads_of([verification.pk, other.pk])
+    assert {pk: head.content_hash for pk, head in heads.items()} == {
+        verification.pk: result.content_hash,
+        other.pk: other_run.content_hash,
+    }
+    assert heads[verification.pk].seq == 1 and run.seq == 0
+    for pk in (verification.pk, other.pk):
+        found = head_of(heads[pk].verification)
+        assert found is not None and found.content_hash == heads[pk].content_hash

@@ -18,6 +18,7 @@ from verification.kernel.evaluation import integrity_from_payload, read_outcome
 from verification.kernel.reasons import Reason, explain, explain_if_registered
 from verification.runs import selectors as run_selectors
 from verification.runs.models import Verification
+from verification.trust.models import Receipt
 from verification.trust.selectors import receipt_payload, untrusted_head
 
 #: The second seed names each result's ``primitive``; ours are named by criterion kind.
@@ -118,7 +119,9 @@ UNTRUSTED_HEAD_VIEW: Final[Mapping[str, Any]] = {
 }
 
 
-def verification_view(verification: Verification, *, now: datetime) -> dict[str, Any]:
+def verification_view(
+    verification: Verification, *, now: datetime, head: Receipt | None | run_selectors.Unread = run_selectors.UNREAD
+) -> dict[str, Any]:
     """A verification as the API returns it (the second seed's shape) resolved at ``now``.
 
     Seed fields: ``id``, ``status``, ``determination``, ``score``, ``confidence``, ``flagged``, ``flag_reason``,
@@ -128,9 +131,10 @@ def verification_view(verification: Verification, *, now: datetime) -> dict[str,
     ``cycle``, ``rubric_hash``, ``submitted_at``, ``submitted_by``, ``attempts``, ``last_error`` (when failed),
     ``head_receipt_id``, ``head_receipt_kind``, ``supersedes``, ``awaiting_evidence``, ``human_decided``.
     ``determination``, ``score`` and ``confidence`` are null until ``succeeded``. The values come from the signed
-    head receipt (the columns on ``Verification`` are only caches).
+    head receipt (the columns on ``Verification`` are only caches): ``head`` as the caller read it
+    (``run_selectors.verification_and_head``, ``heads_of``), else read here.
     """
-    head, outcome = run_selectors.head_outcome(verification, now=now)
+    head, outcome = run_selectors.head_outcome(verification, now=now, head=head)
     status = run_selectors.verification_status(verification, head=head, outcome=outcome)
     view: dict[str, Any] = {
         "id": str(verification.pk),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import threading
 import uuid
 from collections.abc import Mapping
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from verification import cursors
 from verification.actors.models import Actor
-from verification.compiled import Compiled, Probe, Related
+from verification.compiled import Compiled, Probe, Related, pipelined
 from verification.errors import ServiceError
 from verification.kernel.canonical import loads_strict
 from verification.kernel.contracts import Claim as KernelClaim
@@ -27,7 +28,7 @@ from verification.kernel.verdicts import Verdict
 from verification.runs.models import Claim, ContractAcceptance, Event, Rubric, Task, TaskCycle, Verification
 from verification.runs.read_state import read_q
 from verification.trust.models import Receipt
-from verification.trust.selectors import head_of, receipt_payload
+from verification.trust.selectors import head_from_rows, head_of, head_query, receipt_payload
 
 
 def verification_get(verification_id: str | uuid.UUID) -> Verification | None:
@@ -61,6 +62,20 @@ def verification_read(verification_pk: uuid.UUID) -> Verification | None:
     """The verification as committed now, with ``submitted_by`` and ``rubric`` loaded (as ``select_related`` would),
     in one statement compiled once; None when there is none."""
     return _VERIFICATION_ROW.first(_VERIFICATION_READ.rows(verification_pk=verification_pk))
+
+
+def verification_and_head(verification_id: str | uuid.UUID) -> tuple[Verification, Receipt | None] | None:
+    """``verification_read`` and the head receipt (``head_of``), both compiled once and sent in ONE round trip
+    (``compiled.pipelined``; the head read after the verification's, as when they were sent one by one): what the
+    API's view of a verification reads (its GET, a submission's answer, each wake-up of a wait_ms submission). None
+    when there is none (also for a string that is not a UUID)."""
+    try:
+        pk = verification_id if isinstance(verification_id, uuid.UUID) else uuid.UUID(str(verification_id))
+    except ValueError:
+        return None
+    rows, head_rows = pipelined((_VERIFICATION_READ, {"verification_pk": pk}), head_query(pk))
+    verification = _VERIFICATION_ROW.first(rows)
+    return None if verification is None else (verification, head_from_rows(head_rows))
 
 
 #: ``task_get``'s read, compiled once and sent prepared: every submission names its task.
@@ -170,12 +185,26 @@ def rubric_criteria(rubric: Rubric) -> RegisteredRubric:
 MAX_PAGE: Final = 200
 
 
-def head_outcome(verification: Verification, *, now: datetime) -> tuple[Receipt | None, Outcome | None]:
+class Unread(enum.Enum):
+    """The type of ``UNREAD``."""
+
+    UNREAD = "unread"
+
+
+#: A head receipt not read yet (``head_outcome`` reads it): None is a read head, the chain being empty.
+UNREAD: Final = Unread.UNREAD
+
+
+def head_outcome(
+    verification: Verification, *, now: datetime, head: Receipt | None | Unread = UNREAD
+) -> tuple[Receipt | None, Outcome | None]:
     """The head receipt and its outcome as read at ``now`` (PENDING past its deadline expires; nothing is written).
+    ``head``: the head as the caller read it (``verification_and_head``, ``heads_of``); else it is read here.
 
     The outcome is None without a head, or for a head whose payload is not a run/result outcome.
     """
-    head = head_of(verification)
+    if head is UNREAD:
+        head = head_of(verification)
     if head is None:
         return None, None
     payload = receipt_payload(head)
@@ -257,7 +286,7 @@ def verification_list(
     unknown = sorted(set(filters) - LIST_FILTERS)
     if unknown:
         raise ServiceError(Reason.UNKNOWN_FIELD, f"unknown filters {unknown}", details={"fields": unknown})
-    queryset = Verification.objects.select_related("submitted_by")
+    queryset = Verification.objects.select_related("submitted_by", "rubric")  # what each row's view reads
     for name, value in filters.items():
         if name == "task":
             task = task_get(value)

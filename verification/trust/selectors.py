@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from operator import itemgetter
 from typing import Any, Final
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from verification.compiled import Compiled, Probe, Related
@@ -62,7 +62,28 @@ _HEAD: Final = Compiled("head-of", Receipt, _head_query, {"verification_pk": Pro
 
 def head_of(verification: Verification) -> Receipt | None:
     """The last receipt of the chain (the head), or None while the chain is empty."""
-    return _RECEIPT_ROW.first(_HEAD.rows(verification_pk=verification.pk))
+    return head_from_rows(_HEAD.rows(verification_pk=verification.pk))
+
+
+def head_query(verification_pk: Any) -> tuple[Compiled, dict[str, Any]]:
+    """``head_of``'s query and its arguments, for a caller that sends it with others (``compiled.pipelined``) and
+    reads its rows with ``head_from_rows``."""
+    return _HEAD, {"verification_pk": verification_pk}
+
+
+def head_from_rows(rows: list[tuple[Any, ...]]) -> Receipt | None:
+    """The head from ``head_query``'s rows (None: the chain is empty)."""
+    return _RECEIPT_ROW.first(rows)
+
+
+def heads_of(verification_pks: Sequence[Any]) -> dict[Any, Receipt]:
+    """The head of each of these verifications (those with a chain), in ONE query: a page of verifications asked
+    ``head_of`` once per row."""
+    if not verification_pks:
+        return {}
+    last = Receipt.objects.filter(verification_id=OuterRef("verification_id")).order_by("-seq").values("seq")[:1]
+    heads = Receipt.objects.filter(verification_id__in=list(verification_pks), seq=Subquery(last))
+    return {head.verification_id: head for head in heads}
 
 
 def _entry(seq: int, key_id: str, prev_hash: str | None, content_hash: str, signature: str, envelope: str) -> Entry:

@@ -98,12 +98,17 @@ def task_or_404(task_id: str, *, field: str = "task") -> Task:
     return task
 
 
+def verification_not_found(verification_id: str) -> ApiError:
+    """The refusal of an unknown verification id (404 ``not-found``)."""
+    return ApiError(
+        Reason.NOT_FOUND, f"no verification {verification_id!r}", details={"verification_id": verification_id}
+    )
+
+
 def verification_or_404(verification_id: str) -> Verification:
     verification = run_selectors.verification_get(verification_id)
     if verification is None or verification.task_id is None:
-        raise ApiError(
-            Reason.NOT_FOUND, f"no verification {verification_id!r}", details={"verification_id": verification_id}
-        )
+        raise verification_not_found(verification_id)
     return verification
 
 

@@ -41,6 +41,7 @@ from verification.api.views.common import (
     error_responses,
     scopes_text,
     task_or_404,
+    verification_not_found,
     verification_or_404,
     write_of,
 )
@@ -50,6 +51,8 @@ from verification.runs import selectors as run_selectors
 from verification.runs.models import Verification
 from verification.runs.services import results as result_services
 from verification.runs.services import submit as submit_services
+from verification.trust import selectors as trust_selectors
+from verification.trust.models import Receipt
 
 FINISHED: Final = frozenset({"succeeded", "failed"})
 
@@ -66,23 +69,26 @@ IDEMPOTENCY_HEADER: Final = "HTTP_IDEMPOTENCY_KEY"
 DEFAULT_PAGE: Final = 50
 
 
-def _view_of(verification: Verification) -> dict[str, Any]:
-    """The second seed's shape (``presenters.verification_view``), resolved now, rendered through its serializer."""
-    return represented(VerificationResponseSerializer, verification_view(verification, now=timezone.now()))
+def _view_of(
+    verification: Verification, head: Receipt | None | run_selectors.Unread = run_selectors.UNREAD
+) -> dict[str, Any]:
+    """The second seed's shape (``presenters.verification_view``), resolved now, rendered through its serializer;
+    ``head``: the head receipt as read with the verification (else read here)."""
+    return represented(VerificationResponseSerializer, verification_view(verification, now=timezone.now(), head=head))
 
 
 def location_of(verification: Verification) -> str:
     return f"/v1/verifications/{verification.pk}"
 
 
-def _read_again(verification: Verification) -> Verification:
-    """The verification as committed now, with the submitter and the contract its view reads loaded in the same
-    statement, compiled once (``refresh_from_db`` and the two relations cost three round trips on every wake-up, and
-    compiling the query more than running it)."""
-    found = run_selectors.verification_read(verification.pk)
+def _read_again(verification: Verification) -> dict[str, Any]:
+    """The view of the verification as committed now: the row, with the submitter and the contract its view reads,
+    and its head receipt, read in one round trip by statements compiled once (``refresh_from_db``, the two relations
+    and the head cost four round trips on every wake-up, and compiling the queries more than running them)."""
+    found = run_selectors.verification_and_head(verification.pk)
     if found is None:  # pragma: no cover - nothing is ever deleted (SPEC §7)
         raise Verification.DoesNotExist(f"no verification {verification.pk}")
-    return found
+    return _view_of(*found)
 
 
 def wait_for_result(verification: Verification, wait_ms: int) -> tuple[dict[str, Any], bool]:
@@ -91,15 +97,13 @@ def wait_for_result(verification: Verification, wait_ms: int) -> tuple[dict[str,
     Woken by the run's announcement (``verification.runs.run_signal``: Redis pub/sub on the broker, or PostgreSQL
     NOTIFY), never by sleeping; only where no channel exists does it read again at growing intervals."""
     deadline = time.monotonic() + wait_ms / 1000
-    verification = _read_again(verification)
-    view = _view_of(verification)
+    view = _read_again(verification)
     if view["status"] in FINISHED or wait_ms <= 0:  # the eager run finished inside this request already
         return view, view["status"] in FINISHED
     pause = POLL_FIRST_S
     with run_signal.subscription(verification.pk) as wait:
         while True:
-            verification = _read_again(verification)  # after subscribing: a commit before is seen, one after wakes us
-            view = _view_of(verification)
+            view = _read_again(verification)  # after subscribing: a commit before is seen, one after wakes us
             if view["status"] in FINISHED:
                 return view, True
             remaining = deadline - time.monotonic()
@@ -203,7 +207,11 @@ class VerificationsView(ApiView):
         rows, next_cursor = run_selectors.verification_list(
             actor=creds.actor, filters=filters, cursor=cursor, limit=limit, now=now
         )
-        page = {"results": [verification_view(v, now=now) for v in rows], "next_cursor": next_cursor}
+        heads = trust_selectors.heads_of([v.pk for v in rows])  # one query for the page, not one per row
+        page = {
+            "results": [verification_view(v, now=now, head=heads.get(v.pk)) for v in rows],
+            "next_cursor": next_cursor,
+        }
         return Response(VerificationPageSerializer(page).data)
 
 
@@ -221,7 +229,10 @@ class VerificationDetailView(ApiView):
     )
     def get(self, request: Request, verification_id: str) -> Response:
         credentials(request)
-        return Response(_view_of(verification_or_404(verification_id)))
+        found = run_selectors.verification_and_head(verification_id)  # the row and its head: one round trip
+        if found is None or found[0].task_id is None:
+            raise verification_not_found(verification_id)
+        return Response(_view_of(*found))
 
 
 class VerificationResultsView(ApiView):
