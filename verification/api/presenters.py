@@ -120,7 +120,11 @@ UNTRUSTED_HEAD_VIEW: Final[Mapping[str, Any]] = {
 
 
 def verification_view(
-    verification: Verification, *, now: datetime, head: Receipt | None | run_selectors.Unread = run_selectors.UNREAD
+    verification: Verification,
+    *,
+    now: datetime,
+    head: Receipt | None | run_selectors.Unread = run_selectors.UNREAD,
+    automated: Receipt | None | run_selectors.Unread = run_selectors.UNREAD,
 ) -> dict[str, Any]:
     """A verification as the API returns it (the second seed's shape) resolved at ``now``.
 
@@ -132,7 +136,8 @@ def verification_view(
     ``head_receipt_id``, ``head_receipt_kind``, ``supersedes``, ``awaiting_evidence``, ``human_decided``.
     ``determination``, ``score`` and ``confidence`` are null until ``succeeded``. The values come from the signed
     head receipt (the columns on ``Verification`` are only caches): ``head`` as the caller read it
-    (``run_selectors.verification_and_head``, ``heads_of``), else read here.
+    (``run_selectors.verification_and_head``, ``heads_of``), else read here; likewise ``automated``, the latest run or
+    result a decision head superseded (``run_selectors.latest_automated_of``).
     """
     head, outcome = run_selectors.head_outcome(verification, now=now, head=head)
     status = run_selectors.verification_status(verification, head=head, outcome=outcome)
@@ -177,7 +182,8 @@ def verification_view(
         view["reason"] = reason
         view["reason_text"] = explain_if_registered(reason)
         # The per-criterion results are those of the latest run or result the decision superseded, as read now.
-        automated = run_selectors.latest_automated(verification)
+        if automated is run_selectors.UNREAD:
+            automated = run_selectors.latest_automated(verification)
         if automated is not None:
             automated_payload = receipt_payload(automated)
             view["verdict"] = {

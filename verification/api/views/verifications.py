@@ -52,7 +52,7 @@ from verification.runs.models import Verification
 from verification.runs.services import results as result_services
 from verification.runs.services import submit as submit_services
 from verification.trust import selectors as trust_selectors
-from verification.trust.models import Receipt
+from verification.trust.models import Receipt, ReceiptKind
 
 FINISHED: Final = frozenset({"succeeded", "failed"})
 
@@ -207,11 +207,15 @@ class VerificationsView(ApiView):
         rows, next_cursor = run_selectors.verification_list(
             actor=creds.actor, filters=filters, cursor=cursor, limit=limit, now=now
         )
-        heads = trust_selectors.heads_of([v.pk for v in rows])  # one query for the page, not one per row
-        page = {
-            "results": [verification_view(v, now=now, head=heads.get(v.pk)) for v in rows],
-            "next_cursor": next_cursor,
-        }
+        # The page's heads in one query, and the runs its decided rows superseded in one more: not one per row.
+        heads = trust_selectors.heads_of([v.pk for v in rows])
+        decided = [pk for pk, head in heads.items() if head.kind == ReceiptKind.DECISION]
+        automated = run_selectors.latest_automated_of(decided)
+        views = [
+            verification_view(v, now=now, head=heads.get(v.pk), automated=automated.get(v.pk, run_selectors.UNREAD))
+            for v in rows
+        ]
+        page = {"results": views, "next_cursor": next_cursor}
         return Response(VerificationPageSerializer(page).data)
 
 
