@@ -31,13 +31,18 @@ from verification.trust.models import Receipt
 from verification.trust.selectors import head_from_rows, head_of, head_query, receipt_payload
 
 
-def verification_get(verification_id: str | uuid.UUID) -> Verification | None:
-    """The verification with this id, or None (also for a string that is not a UUID)."""
+def _key(value: str | uuid.UUID) -> uuid.UUID | None:
+    """A record's id as a UUID, or None for a string that is not one (the record does not exist)."""
     try:
-        pk = verification_id if isinstance(verification_id, uuid.UUID) else uuid.UUID(str(verification_id))
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except ValueError:
         return None
-    return Verification.objects.filter(pk=pk).first()
+
+
+def verification_get(verification_id: str | uuid.UUID) -> Verification | None:
+    """The verification with this id, or None (also for a string that is not a UUID)."""
+    pk = _key(verification_id)
+    return Verification.objects.filter(pk=pk).first() if pk is not None else None
 
 
 #: A verification with its submitter and contract rubric (what its API view reads), from one row.
@@ -69,9 +74,8 @@ def verification_and_head(verification_id: str | uuid.UUID) -> tuple[Verificatio
     (``compiled.pipelined``; the head read after the verification's, as when they were sent one by one): what the
     API's view of a verification reads (its GET, a submission's answer, each wake-up of a wait_ms submission). None
     when there is none (also for a string that is not a UUID)."""
-    try:
-        pk = verification_id if isinstance(verification_id, uuid.UUID) else uuid.UUID(str(verification_id))
-    except ValueError:
+    pk = _key(verification_id)
+    if pk is None:
         return None
     rows, head_rows = pipelined((_VERIFICATION_READ, {"verification_pk": pk}), head_query(pk))
     verification = _VERIFICATION_ROW.first(rows)
@@ -91,11 +95,8 @@ _TASK_READ: Final = Compiled(
 
 def task_get(task_id: str | uuid.UUID) -> Task | None:
     """The task with this id, or None (also for a string that is not a UUID)."""
-    try:
-        pk = task_id if isinstance(task_id, uuid.UUID) else uuid.UUID(str(task_id))
-    except ValueError:
-        return None
-    return _TASK_ROW.first(_TASK_READ.rows(task_pk=pk))
+    pk = _key(task_id)
+    return _TASK_ROW.first(_TASK_READ.rows(task_pk=pk)) if pk is not None else None
 
 
 def current_cycle(task: Task) -> int:

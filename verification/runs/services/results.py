@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -39,8 +39,34 @@ from verification.trust.models import Receipt, ReceiptKind
 from verification.trust.selectors import head_of
 from verification.trust.services.receipts import receipt_issue
 
-#: The arrived result's INSERT, built once (``compiled.Insert``).
-_INSERT_RESULT: Final = Insert(ArrivedResult)
+#: The arrived results' INSERT, built once (``compiled.Insert``).
+_INSERT_RESULTS: Final = Insert(ArrivedResult)
+
+
+def results_arrived(
+    *,
+    verification: Verification,
+    actor: Actor,
+    boundary: str,
+    received_at: datetime,
+    results: Iterable[tuple[str, Mapping[str, Any]]],
+) -> None:
+    """Record results (criterion id, body) that ``actor`` sent from ``boundary`` for ``verification``: queued in the
+    caller's batch (``compiled.writes_batched``), so they go with its next read (which sees them) or its COMMIT. A
+    submission's judgments and results, and a late result (``result_deliver``)."""
+    _INSERT_RESULTS(
+        [
+            ArrivedResult(
+                verification=verification,
+                criterion_id=criterion_id,
+                actor=actor,
+                boundary=boundary,
+                body=dict(body),
+                received_at=received_at,
+            )
+            for criterion_id, body in results
+        ]
+    )
 
 
 def _head_payload(receipt: Receipt) -> Mapping[str, Any]:
@@ -107,17 +133,8 @@ def result_deliver(
             raise ServiceError(exc.reason, exc.detail, status=409) from None
     if ArrivedResult.objects.filter(verification=locked, criterion_id=criterion_id).exists():
         raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} already has its result", status=409)
-    _INSERT_RESULT(  # queued: it goes with the next read (which sees it) or the COMMIT
-        [
-            ArrivedResult(
-                verification=locked,
-                criterion_id=criterion_id,
-                actor=actor,
-                boundary=boundary,
-                body=dict(body),
-                received_at=when,
-            )
-        ]
+    results_arrived(
+        verification=locked, actor=actor, boundary=boundary, received_at=when, results=[(criterion_id, body)]
     )
     if head is None:
         Verification.objects.filter(pk=locked.pk).update(attempts=locked.attempts + 1)

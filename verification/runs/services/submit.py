@@ -62,10 +62,11 @@ from verification.kernel.canonical import canonicalize
 from verification.kernel.criteria import CriterionKind
 from verification.kernel.reasons import Reason
 from verification.runs.cycle_workers import cycle_workers
-from verification.runs.models import ArrivedResult, ContractAcceptance, Task, TaskCycle, Verification
+from verification.runs.models import ContractAcceptance, Task, TaskCycle, Verification
 from verification.runs.ownership import require_worker_of
 from verification.runs.selectors import contract_from_rows, contract_of, contracts_query, current_cycle, rubric_criteria
 from verification.runs.services.body_rules import check_author, invalid, refuse_mismatch
+from verification.runs.services.results import results_arrived
 from verification.runs.services.run import seq0
 from verification.runs.submissions import Binding, Submission, submission_of
 
@@ -174,11 +175,10 @@ _NOT_AWAITING: Final = Compiled(
 )
 
 
-#: A submission's verification row, its bindings and the results it carries: INSERTs built once
-#: (``compiled.Insert``), not per call.
+#: A submission's verification row and its bindings: INSERTs built once (``compiled.Insert``), not per call (the
+#: results it carries: ``results.results_arrived``).
 _INSERT_VERIFICATION: Final = Insert(Verification)
 _INSERT_BINDINGS: Final = Insert(VerificationEvidence)
-_INSERT_RESULTS: Final = Insert(ArrivedResult)
 
 
 def _cycle_and_latest(task: Task) -> tuple[int, uuid.UUID | None, ContractAcceptance | None]:
@@ -284,18 +284,12 @@ def _create(
             for symbol, evidence, manifest in bound
         ]
     )
-    _INSERT_RESULTS(
-        [
-            ArrivedResult(
-                verification=verification,
-                criterion_id=cid,
-                actor=actor,
-                boundary=boundary,
-                body=dict(body),
-                received_at=now,
-            )
-            for cid, body in (*submission.judgments, *submission.results)
-        ]
+    results_arrived(
+        verification=verification,
+        actor=actor,
+        boundary=boundary,
+        received_at=now,
+        results=(*submission.judgments, *submission.results),
     )
     if supersedes_id is not None:
         _NOT_AWAITING.run_later(verification_pk=supersedes_id)
