@@ -228,8 +228,20 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     made: list[str] = []
     pipeline, execute, commit = psycopg.Connection.pipeline, psycopg.Cursor.execute, psycopg.Connection.commit
 
+    from verification import compiled
+
+    send_together = compiled._send_together
+    alone: list[str | None] = []  # the statement that a pipeline being sent carries alone (a flush of one write)
+
+    def counted_send_together(conn: Any, statements: Any, *, commit: bool = False) -> Any:
+        alone.append(statements[0][0][:60] if len(statements) == 1 and not commit else None)
+        try:
+            return send_together(conn, statements, commit=commit)
+        finally:
+            alone.pop()
+
     def counted_pipeline(self: Any) -> Any:
-        made.append("pipeline")
+        made.append(alone[-1] if alone and alone[-1] is not None else "pipeline")
         return pipeline(self)
 
     def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
@@ -243,6 +255,7 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             made.append("COMMIT")
         commit(self)
 
+    monkeypatch.setattr(compiled, "_send_together", counted_send_together)
     monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
     monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
     monkeypatch.setattr(psycopg.Connection, "commit", counted_commit)

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from django.db import connections, router
 from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, Subquery, Value, When
 
+from verification.compiled import Insert, queue
 from verification.kernel.determination import NEEDS_REVIEW_PREFIX, Determination
 from verification.kernel.read_phases import read_phases
 from verification.kernel.reasons import Reason
@@ -56,15 +58,30 @@ UNRECORDED_EXPIRY: Final = ReadColumns(
 )
 
 
+#: A head's phases: an INSERT built once per row count (``compiled.Insert``).
+_INSERT_PHASES: Final = Insert(ReadPhase)
+
+
+def _phases_delete(verification: Verification) -> None:
+    """Delete the stored phases of ``verification``: queued in the caller's batch (``compiled.writes_batched``), so it
+    goes with the head's other writes instead of sending them first and taking a round trip of its own."""
+    alias = router.db_for_write(ReadPhase)
+    conn = connections[alias]
+    field = ReadPhase._meta.get_field("verification")
+    quote = conn.ops.quote_name
+    sql = f"DELETE FROM {quote(ReadPhase._meta.db_table)} WHERE {quote(field.column)} = %s"  # noqa: S608 - the model's names
+    queue(alias, sql, [field.get_db_prep_value(verification.pk, conn)], rows=False, then=None)
+
+
 def phases_record(verification: Verification, payload: Mapping[str, Any], *, first_head: bool = False) -> None:
-    """Replace the stored phases of ``verification`` by those of its new head's ``payload`` (a run or result).
-    ``first_head``: the payload is seq 0's, so no phase is stored yet (phases are written with a head) and no DELETE
-    is sent."""
+    """Replace the stored phases of ``verification`` by those of its new head's ``payload`` (a run or result), the
+    DELETE and the INSERT queued with the head's other writes. ``first_head``: the payload is seq 0's, so no phase is
+    stored yet (phases are written with a head) and no DELETE is sent."""
     if not first_head:
-        ReadPhase.objects.filter(verification=verification).delete()
+        _phases_delete(verification)
     if "criteria" not in payload:
         return
-    ReadPhase.objects.bulk_create(
+    _INSERT_PHASES(
         [
             ReadPhase(
                 verification=verification,

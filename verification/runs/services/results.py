@@ -34,10 +34,10 @@ from verification.runs.services.body_rules import (
 )
 from verification.runs.services.facts import claims_of, load_facts
 from verification.runs.services.outcome import record_outcome, run_payload
-from verification.runs.services.run import run_locked
+from verification.runs.services.run import after_lock, run_locked
 from verification.trust.models import Receipt, ReceiptKind
 from verification.trust.selectors import head_of
-from verification.trust.services.receipts import receipt_issue
+from verification.trust.services.receipts import receipt_issue_held
 
 #: The arrived results' INSERT, built once (``compiled.Insert``).
 _INSERT_RESULTS: Final = Insert(ArrivedResult)
@@ -155,8 +155,12 @@ def result_deliver(
             authority=kactors.authority_for(kactors.ActorKind(actor.kind)),
             supersedes_receipt_id=head.content_hash,
         )
-        receipt = receipt_issue(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
-        record_outcome(locked, facts, result, receipt)
+        # What record_outcome decides on (superseded? any verification that may disagree?), read before the receipt
+        # is queued: a read after it would send the queued writes first, in a round trip of their own.
+        gates = after_lock(locked.pk)
+        # In this transaction, without a savepoint of its own (whose RELEASE sent the queued receipt alone).
+        receipt = receipt_issue_held(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
+        record_outcome(locked, facts, result, receipt, gates=gates)
     events.event_append(  # the last write: queued with the others, sent with the COMMIT
         kind=events.RESULT_RECEIVED,
         verification=locked,
