@@ -184,6 +184,28 @@ def test_a_run_sends_its_reads_and_its_writes_in_three_round_trips(signing_key: 
 
 
 @pytest.mark.postgres
+def test_a_pending_run_sends_its_read_phases_with_its_other_writes(signing_key: Any, round_trips: list[str]) -> None:
+    """A run that leaves a criterion PENDING stores the head's read phases (``read_state.phases_record``): queued with
+    the receipt, the head columns and the event, not sent before them in round trips of their own."""
+    from tests.verification.service_world import LOG, NOTES, imported_entry
+    from verification.runs.models import ReadPhase
+
+    world = World.build()
+    world.contract(digest_entry(), imported_entry(deadline_seconds=60, on_expiry="UNKNOWN"))
+    body = {"evidence": [inline("notes", NOTES), inline("log", LOG)]}
+    world.submit_and_run(body)
+    verification, _ = verification_submit(
+        actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
+    )
+    round_trips.clear()
+    receipt = verification_run(verification_id=verification.pk)
+    sent = list(round_trips)
+    assert receipt is not None and receipt.verdict == "PENDING"
+    assert ReadPhase.objects.filter(verification=verification).count() >= 1  # its phases were stored
+    assert len(sent) == 3 and sent[1:] == ["pipeline", "pipeline"], sent
+
+
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_an_unsynced_statement_commits_on_its_own_without_waiting_for_the_disk() -> None:
     """``send_unsynced`` (a run's attempt count): its own transaction with ``synchronous_commit`` off, visible at once;
