@@ -34,7 +34,7 @@ from verification.runs.services.body_rules import (
 )
 from verification.runs.services.facts import claims_of, load_facts
 from verification.runs.services.outcome import record_outcome, run_payload
-from verification.runs.services.run import after_lock, run_locked
+from verification.runs.services.run import RunRead, lock_and_read, run_locked
 from verification.trust.models import Receipt, ReceiptKind
 from verification.trust.selectors import head_of
 from verification.trust.services.receipts import receipt_issue_held
@@ -96,14 +96,12 @@ def result_deliver(
     """
     when = now or timezone.now()
     boundary = require_token_of(actor, token)
-    locked = (
-        Verification.objects.select_for_update(of=("self",))
-        .select_related("task", "rubric", "submitted_by")
-        .filter(pk=verification.pk)
-        .first()
-    )
-    if locked is None:
-        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk))
+    # The lock and, read after it in the same round trip, what the run reads (the gates of its fact reads and of the
+    # outcome's, the cycle's workers, the bindings): as the run does (``run.lock_and_read``).
+    try:
+        locked, read = lock_and_read(verification.pk, (verification.task_id, verification.cycle))
+    except Verification.DoesNotExist:
+        raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk)) from None
     registered = rubric_criteria(locked.rubric) if locked.rubric is not None else None
     criterion = registered.criterion(criterion_id) if registered is not None else None
     if criterion is None or criterion.kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
@@ -136,11 +134,15 @@ def result_deliver(
     results_arrived(
         verification=locked, actor=actor, boundary=boundary, received_at=when, results=[(criterion_id, body)]
     )
+    # The gates were read before this result was queued: it is one more arrived result (its INSERT is sent with the
+    # read of the arrived results, which goes after it).
+    gates = {**read.state, "has_arrived": True}
+    read = RunRead(gates, read.workers, read.bindings)
     if head is None:
         Verification.objects.filter(pk=locked.pk).update(attempts=locked.attempts + 1)
-        receipt = run_locked(locked, now=when)
+        receipt = run_locked(locked, now=when, read=read)
     else:
-        facts = load_facts(locked, now=when)
+        facts = load_facts(locked, now=when, gates=gates, workers=read.workers, bindings=read.bindings)
         result = evaluate_run(
             criteria=facts.criteria,
             ctx=facts.ctx,
@@ -155,9 +157,6 @@ def result_deliver(
             authority=kactors.authority_for(kactors.ActorKind(actor.kind)),
             supersedes_receipt_id=head.content_hash,
         )
-        # What record_outcome decides on (superseded? any verification that may disagree?), read before the receipt
-        # is queued: a read after it would send the queued writes first, in a round trip of their own.
-        gates = after_lock(locked.pk)
         # In this transaction, without a savepoint of its own (whose RELEASE sent the queued receipt alone).
         receipt = receipt_issue_held(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
         record_outcome(locked, facts, result, receipt, gates=gates)

@@ -137,7 +137,7 @@ _LOCK: Final = Compiled(
 
 
 @dataclass(frozen=True)
-class _Read:
+class RunRead:
     """What the run reads after its lock: ``after_lock``'s answer, and (read with it) the cycle's workers and the
     verification's bindings, or None when they are left to ``load_facts``."""
 
@@ -146,7 +146,7 @@ class _Read:
     bindings: list[VerificationEvidence] | None = None
 
 
-def _lock_and_read(verification_pk: uuid.UUID, subject: tuple[Any, Any] | None = None) -> tuple[Verification, _Read]:
+def lock_and_read(verification_pk: uuid.UUID, subject: tuple[Any, Any] | None = None) -> tuple[Verification, RunRead]:
     """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked),
     ``after_lock``'s read and, given the verification's ``subject`` (task pk, cycle), the cycle's workers and the
     verification's bindings: all compiled once and sent in ONE round trip on PostgreSQL with the transaction's BEGIN
@@ -165,15 +165,15 @@ def _lock_and_read(verification_pk: uuid.UUID, subject: tuple[Any, Any] | None =
     locked: Verification = _LOCKED.root(lock_rows[0])
     state = dict(zip(_after_lock_names(), rows[0], strict=True))
     if not more or (locked.task_id, locked.cycle) != (task_pk, cycle):
-        return locked, _Read(state)
+        return locked, RunRead(state)
     workers_rows, binding_rows = more
-    return locked, _Read(state, workers_from_rows(locked.task, cycle, workers_rows), bindings_from_rows(binding_rows))
+    return locked, RunRead(state, workers_from_rows(locked.task, cycle, workers_rows), bindings_from_rows(binding_rows))
 
 
-def run_locked(verification: Verification, *, now: datetime, read: _Read | None = None) -> Receipt:
+def run_locked(verification: Verification, *, now: datetime, read: RunRead | None = None) -> Receipt:
     """Evaluate and sign seq 0 of ``verification``, whose row the caller holds locked and whose chain is empty.
-    ``read``: what the caller read after its lock (``_lock_and_read``; else ``after_lock`` is read here)."""
-    read = read if read is not None else _Read(after_lock(verification.pk))
+    ``read``: what the caller read after its lock (``lock_and_read``; else ``after_lock`` is read here)."""
+    read = read if read is not None else RunRead(after_lock(verification.pk))
     state = read.state
     if state["seq0"] is not None:
         raise InvariantError(Reason.MALFORMED_RECORD, f"verification {verification.pk} has run already")
@@ -242,7 +242,7 @@ def verification_run(*, verification_id: str | uuid.UUID, now: datetime | None =
     try:
         # The receipt, the head columns and the event go together with the COMMIT: one round trip.
         with atomic_batched():
-            locked, read = _lock_and_read(pk, counted[0])
+            locked, read = lock_and_read(pk, counted[0])
             if read.state["seq0"] is not None:
                 metrics.observe_run(status="already-run")
                 return seq0(pk)
