@@ -446,6 +446,7 @@ def test_a_late_result_commits_with_its_writes(signing_key: Any, round_trips: li
     # None of them sent on its own: a flush of one queued write before a read counts as that statement, not as a
     # pipeline (tests/conftest.py's round_trips), so the head's phases and the outcome's gates are not in between.
     assert not any(s.startswith(alone) for s in sent), sent
-    # The lock with the run's reads after it (gates, workers, bindings) in one round trip, as the run sends them; in
-    # all 10 round trips (17 before: the fact reads one by one, the savepoint, the writes flushed early).
-    assert sent[0] == "pipeline" and len(sent) == 10, sent
+    # The lock with the reads after it (the run's: gates, workers, bindings; the head and the criterion's arrived
+    # result) in one round trip, the receipt signed on that locked chain; in all 6 round trips (21 before: the fact
+    # reads one by one, the chain locked again, a savepoint, the writes flushed early).
+    assert sent[0] == "pipeline" and len(sent) == 6, sent

@@ -6,11 +6,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from verification.actors.models import Actor, ApiToken
 from verification.actors.services.actors import require_token_of
-from verification.compiled import Insert, atomic_batched
+from verification.compiled import Compiled, Insert, Probe, atomic_batched
 from verification.errors import NotFound, ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.canonical import canonicalize, loads_strict
@@ -36,8 +37,8 @@ from verification.runs.services.facts import claims_of, load_facts
 from verification.runs.services.outcome import record_outcome, run_payload
 from verification.runs.services.run import RunRead, lock_and_read, run_locked
 from verification.trust.models import Receipt, ReceiptKind
-from verification.trust.selectors import head_of
-from verification.trust.services.receipts import receipt_issue_held
+from verification.trust.selectors import head_from_rows, head_query
+from verification.trust.services.receipts import HeldChain, receipt_issue_held
 
 #: The arrived results' INSERT, built once (``compiled.Insert``).
 _INSERT_RESULTS: Final = Insert(ArrivedResult)
@@ -76,6 +77,24 @@ def _head_payload(receipt: Receipt) -> Mapping[str, Any]:
     return payload
 
 
+def _arrived_query(verification_pk: Any, criterion_id: str) -> QuerySet[ArrivedResult, tuple[Any, ...]]:
+    found = ArrivedResult.objects.filter(verification_id=verification_pk, criterion_id=criterion_id)
+    return found.values_list("pk")[:1]
+
+
+#: Whether a criterion of a verification has its result already (compiled once; read with a late result's lock).
+_ARRIVED: Final = Compiled(
+    "arrived-result",
+    ArrivedResult,
+    _arrived_query,
+    {
+        "verification_pk": Probe.key_of(Verification),
+        "criterion_id": Probe("probe-1", "probe-2", ArrivedResult._meta.get_field("criterion_id")),
+    },
+    prepared=True,
+)
+
+
 @atomic_batched()  # the receipt, the head columns and the event go with the COMMIT, as a run's do
 def result_deliver(
     *,
@@ -97,11 +116,14 @@ def result_deliver(
     when = now or timezone.now()
     boundary = require_token_of(actor, token)
     # The lock and, read after it in the same round trip, what the run reads (the gates of its fact reads and of the
-    # outcome's, the cycle's workers, the bindings): as the run does (``run.lock_and_read``).
+    # outcome's, the cycle's workers, the bindings: as the run does, ``run.lock_and_read``), the head and whether this
+    # criterion has its result already.
+    also = (head_query(verification.pk), (_ARRIVED, {"verification_pk": verification.pk, "criterion_id": criterion_id}))
     try:
-        locked, read = lock_and_read(verification.pk, (verification.task_id, verification.cycle))
+        locked, read = lock_and_read(verification.pk, (verification.task_id, verification.cycle), also=also)
     except Verification.DoesNotExist:
         raise NotFound(f"no verification {verification.pk}", verification_id=str(verification.pk)) from None
+    head_rows, arrived_rows = read.also
     registered = rubric_criteria(locked.rubric) if locked.rubric is not None else None
     criterion = registered.criterion(criterion_id) if registered is not None else None
     if criterion is None or criterion.kind not in (CriterionKind.SEMANTIC, CriterionKind.IMPORTED):
@@ -113,7 +135,7 @@ def result_deliver(
         unknown_fields(body, RESULT_FIELDS, "body")
         check_imported_body(body, "body")
     canonicalize(body)  # strict JSON only (StrictJSONError otherwise)
-    head = head_of(locked)
+    head = head_from_rows(head_rows)
     if head is None:
         pending = criterion.pending(locked.submitted_at)
         if pending is None:
@@ -129,7 +151,7 @@ def result_deliver(
             result_may_arrive(read_outcome(_head_payload(head), now=when), criterion_id, arrived_at=when)
         except KernelError as exc:
             raise ServiceError(exc.reason, exc.detail, status=409) from None
-    if ArrivedResult.objects.filter(verification=locked, criterion_id=criterion_id).exists():
+    if arrived_rows:
         raise ServiceError(Reason.NOT_PENDING, f"criterion {criterion_id!r} already has its result", status=409)
     results_arrived(
         verification=locked, actor=actor, boundary=boundary, received_at=when, results=[(criterion_id, body)]
@@ -157,8 +179,12 @@ def result_deliver(
             authority=kactors.authority_for(kactors.ActorKind(actor.kind)),
             supersedes_receipt_id=head.content_hash,
         )
-        # In this transaction, without a savepoint of its own (whose RELEASE sent the queued receipt alone).
-        receipt = receipt_issue_held(verification=locked, kind=ReceiptKind.RESULT, payload=payload)
+        # In this transaction, without a savepoint of its own (whose RELEASE sent the queued receipt alone), on the
+        # chain locked and read above: the next entry after the head, signed with the key active after the lock.
+        held = HeldChain(
+            key_id=gates["key_id"], seq=head.seq + 1, prev_hash=head.content_hash, supersedes=head.content_hash
+        )
+        receipt = receipt_issue_held(verification=locked, kind=ReceiptKind.RESULT, payload=payload, held=held)
         record_outcome(locked, facts, result, receipt, gates=gates)
     events.event_append(  # the last write: queued with the others, sent with the COMMIT
         kind=events.RESULT_RECEIVED,

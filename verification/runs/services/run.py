@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -144,20 +145,30 @@ class RunRead:
     state: dict[str, Any]
     workers: CycleWorkers | None = None
     bindings: list[VerificationEvidence] | None = None
+    #: The rows of the caller's own reads sent with the lock (``lock_and_read(also=...)``), in their order.
+    also: tuple[list[tuple[Any, ...]], ...] = ()
 
 
-def lock_and_read(verification_pk: uuid.UUID, subject: tuple[Any, Any] | None = None) -> tuple[Verification, RunRead]:
+def lock_and_read(
+    verification_pk: uuid.UUID,
+    subject: tuple[Any, Any] | None = None,
+    also: Sequence[tuple[Compiled, Mapping[str, Any]]] = (),
+) -> tuple[Verification, RunRead]:
     """``SELECT … FOR UPDATE OF`` the verification (its relations read in the same statement, not locked),
     ``after_lock``'s read and, given the verification's ``subject`` (task pk, cycle), the cycle's workers and the
     verification's bindings: all compiled once and sent in ONE round trip on PostgreSQL with the transaction's BEGIN
     (``compiled.pipelined``: the server runs the reads after the lock is granted, so their snapshots see every commit
     before it); ``Verification.DoesNotExist`` when there is none. A subject that is not the locked row's (it never
-    changes; but the lock decides) leaves the workers and bindings to ``load_facts``."""
+    changes; but the lock decides) leaves the workers and bindings to ``load_facts``. ``also``: more compiled reads
+    to send after the lock in the same round trip (a late result's head and arrived result); their rows come back in
+    ``RunRead.also``."""
     queries = [(_LOCK, {"verification_pk": verification_pk}), (_AFTER_LOCK, {"verification_pk": verification_pk})]
+    queries += list(also)
     task_pk, cycle = subject if subject is not None else (None, None)
     if task_pk is not None and cycle is not None:
         queries += [workers_query(task_pk, cycle), bindings_query(verification_pk)]
-    lock_rows, rows, *more = pipelined(*queries)
+    lock_rows, rows, *answered = pipelined(*queries)
+    extra, more = tuple(answered[: len(also)]), answered[len(also) :]
     if not lock_rows:
         raise Verification.DoesNotExist(f"no verification {verification_pk}")
     if not rows:  # pragma: no cover - the row is locked
@@ -165,9 +176,10 @@ def lock_and_read(verification_pk: uuid.UUID, subject: tuple[Any, Any] | None = 
     locked: Verification = _LOCKED.root(lock_rows[0])
     state = dict(zip(_after_lock_names(), rows[0], strict=True))
     if not more or (locked.task_id, locked.cycle) != (task_pk, cycle):
-        return locked, RunRead(state)
+        return locked, RunRead(state, also=extra)
     workers_rows, binding_rows = more
-    return locked, RunRead(state, workers_from_rows(locked.task, cycle, workers_rows), bindings_from_rows(binding_rows))
+    workers, bindings = workers_from_rows(locked.task, cycle, workers_rows), bindings_from_rows(binding_rows)
+    return locked, RunRead(state, workers, bindings, also=extra)
 
 
 def run_locked(verification: Verification, *, now: datetime, read: RunRead | None = None) -> Receipt:
