@@ -156,8 +156,8 @@ def result_deliver(
     results_arrived(
         verification=locked, actor=actor, boundary=boundary, received_at=when, results=[(criterion_id, body)]
     )
-    # The gates were read before this result was queued: it is one more arrived result (its INSERT is sent with the
-    # read of the arrived results, which goes after it).
+    # The gates were read before this result was queued: it is one more arrived result (its queued INSERT is sent
+    # before load_facts reads the arrived results, so that read sees it).
     gates = {**read.state, "has_arrived": True}
     read = RunRead(gates, read.workers, read.bindings)
     if head is None:
