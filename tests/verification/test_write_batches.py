@@ -165,15 +165,20 @@ def test_a_submission_rewrites_the_superseded_row_only_when_it_was_waiting_for_e
     assert again.supersedes_id == waiting.pk and not waiting.awaiting_evidence and _row_version(waiting.pk) != before
 
 
-@pytest.mark.postgres
-def test_a_run_sends_its_reads_and_its_writes_in_three_round_trips(signing_key: Any, round_trips: list[str]) -> None:
-    world, body = _world()
+def _submit_then_run(world: World, body: dict[str, Any], round_trips: list[str]) -> tuple[Verification, Any, list[str]]:
+    """Submit ``body`` to the world's task, then run it: (verification, receipt, the run's round trips alone)."""
     verification, _ = verification_submit(
         actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
     )
     round_trips.clear()
     receipt = verification_run(verification_id=verification.pk)
-    sent = list(round_trips)
+    return verification, receipt, list(round_trips)
+
+
+@pytest.mark.postgres
+def test_a_run_sends_its_reads_and_its_writes_in_three_round_trips(signing_key: Any, round_trips: list[str]) -> None:
+    world, body = _world()
+    verification, receipt, sent = _submit_then_run(world, body, round_trips)
     assert receipt is not None and receipt.verdict == "PASS"
     assert Receipt.objects.filter(verification=verification).count() == 1
     assert Event.objects.filter(verification=verification, kind="verification.finished").count() == 1
@@ -194,12 +199,7 @@ def test_a_pending_run_sends_its_read_phases_with_its_other_writes(signing_key: 
     world.contract(digest_entry(), imported_entry(deadline_seconds=60, on_expiry="UNKNOWN"))
     body = {"evidence": [inline("notes", NOTES), inline("log", LOG)]}
     world.submit_and_run(body)
-    verification, _ = verification_submit(
-        actor=world.agent.actor, token=world.agent.token, task=world.task, body=body, idempotency_key=None
-    )
-    round_trips.clear()
-    receipt = verification_run(verification_id=verification.pk)
-    sent = list(round_trips)
+    verification, receipt, sent = _submit_then_run(world, body, round_trips)
     assert receipt is not None and receipt.verdict == "PENDING"
     assert ReadPhase.objects.filter(verification=verification).count() >= 1  # its phases were stored
     assert len(sent) == 3 and sent[1:] == ["pipeline", "pipeline"], sent
