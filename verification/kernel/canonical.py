@@ -176,9 +176,11 @@ def loads_strict(data: bytes | str) -> Any:
         raise StrictJSONError(Reason.INVALID_JSON, str(exc)) from None
     # A surrogate can only reach the value through a raw one in the text or a \uD800–\uDFFF escape; skip the walk
     # when neither is present (it is a third of the cost of verifying a long chain).
-    # ``isascii`` and a substring test run at memory speed, far faster than either pattern's scan.
+    # ``isascii`` runs at memory speed. The escape's pattern is searched directly: a substring test for ``\\u``
+    # first was slower on a proof document, whose escaped envelopes put a backslash every few characters (12 ms
+    # against the pattern's 5 ms over a 10,000-entry chain), and no faster on an envelope.
     raw_surrogate = not text.isascii() and _SURROGATE.search(text) is not None
-    if raw_surrogate or ("\\u" in text and _SURROGATE_ESCAPE.search(text) is not None):
+    if raw_surrogate or _SURROGATE_ESCAPE.search(text) is not None:
         _refuse_lone_surrogates(value)
     return value
 

