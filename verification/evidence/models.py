@@ -113,7 +113,8 @@ class FrozenCase(models.Model):
 class VerificationEvidence(models.Model):
     """Evidence bound to a symbol of one verification's submission."""
 
-    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="bindings")
+    # Read by verification: ``verificationevidence_unique_symbol`` (verification, symbol) is the index (migration 0020).
+    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="bindings", db_index=False)
     symbol = models.CharField(max_length=128)
     evidence = models.ForeignKey(Evidence, on_delete=models.PROTECT, related_name="bindings")
     as_manifest = models.BooleanField(default=False)  # the submitter bound it as its own change manifest

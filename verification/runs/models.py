@@ -22,7 +22,10 @@ class Verification(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     # --- the subject and the submission (issue 4 §1; SPEC §1). Nullable: the receipts tests build bare rows. -----
-    task = models.ForeignKey("Task", on_delete=models.PROTECT, null=True, blank=True, related_name="verifications")
+    # No index of its own: ``verification_subject_idx`` (task, cycle) serves a lookup by task (migration 0020).
+    task = models.ForeignKey(
+        "Task", on_delete=models.PROTECT, null=True, blank=True, related_name="verifications", db_index=False
+    )
     cycle = models.PositiveIntegerField(null=True, blank=True)  # the task's cycle when it was submitted
     rubric = models.ForeignKey(  # the cycle's accepted contract at submission; None: no accepted contract
         "Rubric", on_delete=models.PROTECT, null=True, blank=True, related_name="verifications"
@@ -35,7 +38,8 @@ class Verification(models.Model):
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     submitted_at = models.DateTimeField(default=timezone.now)  # PENDING deadlines run from here (SPEC §2)
     supersedes = models.ForeignKey(  # the previous verification of the same subject (SPEC §7: a re-run)
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+        # Indexed by ``verification_superseding_idx`` (migration 0007: only the rows that supersede one).
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by", db_index=False
     )
     awaiting_evidence = models.BooleanField(default=False)
 
@@ -56,7 +60,7 @@ class Verification(models.Model):
     human_decided = models.BooleanField(default=False, db_index=True)
     pending_until = models.DateTimeField(null=True, blank=True)  # the earliest PENDING deadline of the head
     automated_verdict = models.CharField(max_length=16, null=True, blank=True)  # of the latest run/result receipt
-    evidence_key = models.CharField(max_length=HEX64_MAX, blank=True, default="", db_index=True)  # sha256 of digests
+    evidence_key = models.CharField(max_length=HEX64_MAX, blank=True, default="")  # sha256 of digests; never filtered
 
     class Meta:
         ordering = ("-created_at",)

@@ -66,7 +66,10 @@ class Receipt(AppendOnlyModel):
     """
 
     content_hash = models.CharField(primary_key=True, max_length=HEX64_MAX)
-    verification = models.ForeignKey(Verification, on_delete=models.PROTECT, related_name="receipts")
+    # Read by (verification, seq): ``receipt_unique_seq_per_verification`` is the index (migration 0020).
+    verification = models.ForeignKey(
+        Verification, on_delete=models.PROTECT, related_name="receipts", db_index=False
+    )
     seq = models.PositiveIntegerField()
     key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="receipts", db_column="key_id")
     prev_hash = models.CharField(max_length=HEX64_MAX, null=True, blank=True)
@@ -74,14 +77,16 @@ class Receipt(AppendOnlyModel):
     envelope = models.TextField()  # the canonical UTF-8 text; RFC 8785 escapes NUL, so TEXT holds it faithfully
     created_at = models.DateTimeField()  # the signed created_at
 
-    # Indexed copies of payload fields (SPEC §7 "Payload"); the envelope is authoritative.
-    kind = models.CharField(max_length=16, choices=ReceiptKind.choices, db_index=True)
-    verdict = models.CharField(max_length=16, null=True, blank=True, db_index=True)
-    determination = models.CharField(max_length=32, null=True, blank=True, db_index=True)
-    authority = models.CharField(max_length=32, null=True, blank=True, db_index=True)
-    actor = models.CharField(max_length=200, null=True, blank=True, db_index=True)
+    # Copies of payload fields (SPEC §7 "Payload") for reading without parsing the envelope, which is authoritative.
+    # Not indexed: every query finds receipts by verification (and seq) or by content hash, and an index no query
+    # uses cost every receipt written an entry in it (migration 0020).
+    kind = models.CharField(max_length=16, choices=ReceiptKind.choices)
+    verdict = models.CharField(max_length=16, null=True, blank=True)
+    determination = models.CharField(max_length=32, null=True, blank=True)
+    authority = models.CharField(max_length=32, null=True, blank=True)
+    actor = models.CharField(max_length=200, null=True, blank=True)
     supersedes_receipt = models.ForeignKey(
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by", db_index=False
     )
 
     class Meta:
