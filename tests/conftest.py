@@ -221,28 +221,24 @@ def owner_cursor() -> Iterator[Any]:
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """What the connection sends in one round trip each: a statement outside a pipeline (the test transaction's
     savepoints left out: in production they are the transaction's BEGIN, sent with its first statement, and COMMIT),
-    a whole pipeline (``psycopg.Connection.pipeline`` entered), or a COMMIT sent on its own (``"COMMIT"``: in a test
-    with ``transaction=True``; a commit that finds the transaction closed sends nothing and is not counted)."""
+    a whole pipeline (``pgwire.exchange``: ``"pipeline"``, or the statement it carries when it carries one alone, with
+    no BEGIN or COMMIT), or a COMMIT sent on its own (``"COMMIT"``: in a test with ``transaction=True``; a commit that
+    finds the transaction closed sends nothing and is not counted)."""
     import psycopg
 
     made: list[str] = []
-    pipeline, execute, commit = psycopg.Connection.pipeline, psycopg.Cursor.execute, psycopg.Connection.commit
+    execute, commit = psycopg.Cursor.execute, psycopg.Connection.commit
 
-    from verification import compiled
+    from verification import pgwire
 
-    send_together = compiled._send_together
-    alone: list[str | None] = []  # the statement that a pipeline being sent carries alone (a flush of one write)
+    exchange = pgwire.exchange
 
-    def counted_send_together(conn: Any, statements: Any, *, commit: bool = False) -> Any:
-        alone.append(statements[0][0][:60] if len(statements) == 1 and not commit else None)
-        try:
-            return send_together(conn, statements, commit=commit)
-        finally:
-            alone.pop()
-
-    def counted_pipeline(self: Any) -> Any:
-        made.append(alone[-1] if alone and alone[-1] is not None else "pipeline")
-        return pipeline(self)
+    def counted_exchange(pg: Any, statements: Any, **kwargs: Any) -> Any:
+        idle = pg.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        opens = idle and (kwargs.get("begin", False) or not pg.autocommit)
+        alone = len(statements) == 1 and not opens and not kwargs.get("commit", False)
+        made.append(statements[0].sql[:60] if alone else "pipeline")
+        return exchange(pg, statements, **kwargs)
 
     def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         text = str(query)
@@ -255,8 +251,7 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             made.append("COMMIT")
         commit(self)
 
-    monkeypatch.setattr(compiled, "_send_together", counted_send_together)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+    monkeypatch.setattr(pgwire, "exchange", counted_exchange)
     monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
     monkeypatch.setattr(psycopg.Connection, "commit", counted_commit)
     yield made

@@ -24,6 +24,8 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Field, Model, QuerySet, Value
 from django.db.models.sql import UpdateQuery
 
+from verification import pgwire
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -58,8 +60,8 @@ class _Text:
 def send(alias: str, sql: str, params: Sequence[Any], *, prepared: bool, rows: bool) -> Any:
     """Send one statement on ``alias``'s connection: its rows (``rows``) or the count of rows it changed.
 
-    ``prepared`` on PostgreSQL: through a psycopg cursor with server-side binding, prepared (psycopg keeps the
-    prepared statement per connection) when the connection allows it (settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS;
+    ``prepared`` on PostgreSQL: with server-side binding (``pgwire.exchange``), prepared once per connection when
+    the connection allows it (settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS;
     off behind a pooler). For the pipeline's statements planning cost several times running them (measured: 2.7 ms of
     planning against 1.0 ms of execution per verification), and their plans, lookups by key, do not depend on the
     values. Such a statement still shows on ``connection.queries`` when Django records queries (DEBUG,
@@ -71,22 +73,11 @@ def send(alias: str, sql: str, params: Sequence[Any], *, prepared: bool, rows: b
             cursor.execute(sql, params)
             return cursor.fetchall() if rows else int(cursor.rowcount)
     started = time.monotonic()
-    with conn.wrap_database_errors, raw_cursor(conn) as cursor:
-        with _begin_with_it(conn.connection):
-            cursor.execute(sql, params, prepare=True)
-        found = cursor.fetchall() if rows else int(cursor.rowcount)
+    with conn.wrap_database_errors:
+        pg = pg_connection(conn)
+        answers, _ = pgwire.exchange(pg, [pgwire.Statement(sql, params, rows)], prepare=pgwire.may_prepare(pg))
     log_sent(conn, (sql,), started)
-    return found
-
-
-def _begin_with_it(pg: Any) -> Any:
-    """A pipeline when the statement about to be sent opens the transaction, so that its BEGIN goes with it in one
-    round trip (psycopg sends a BEGIN due outside a pipeline as a round trip of its own); else nothing."""
-    import psycopg
-
-    if pg.autocommit or pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        return contextlib.nullcontext()
-    return pg.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext()
+    return answers[0]
 
 
 #: The implicit transaction's commit leaves the WAL flush to the next synchronous commit (``send_unsynced``).
@@ -110,35 +101,35 @@ def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any
         return None
     _send_pending(conn)
     started = time.monotonic()
-    with conn.wrap_database_errors, raw_cursor(conn) as cursor:
-        setting = psycopg.Cursor(conn.connection)
+    with conn.wrap_database_errors:
+        pg = pg_connection(conn)
         # In a pipeline, the statements up to its sync are one implicit transaction, which a local setting lasts for.
         # set_config(..., true), not SET LOCAL: the server logged a WARNING ("SET LOCAL can only be used in transaction
         # blocks") for every SET LOCAL outside BEGIN, once per run, though the setting held.
-        with conn.connection.pipeline():
-            setting.execute(_UNSYNCED)
-            cursor.execute(sql, params, prepare=True)
-        found: list[tuple[Any, ...]] = cursor.fetchall()
+        answers, _ = pgwire.exchange(
+            pg,
+            [pgwire.Statement(_UNSYNCED, None, False), pgwire.Statement(sql, params, True)],
+            prepare=pgwire.may_prepare(pg),
+        )
     log_sent(conn, (_UNSYNCED, sql), started)
+    found: list[tuple[Any, ...]] = answers[1]
     return found
 
 
-def raw_cursor(conn: Any) -> Any:
-    """A psycopg cursor with server-side binding on Django's connection ``conn`` (PostgreSQL), for statements sent
-    past Django's cursor (prepared, or pipelined); ``log_sent`` puts them on ``connection.queries``."""
-    import psycopg
-
+def pg_connection(conn: Any) -> Any:
+    """The psycopg connection under Django's connection ``conn`` (PostgreSQL), for statements sent past Django's
+    cursor (``pgwire.exchange``); ``log_sent`` puts them on ``connection.queries``."""
     # What Django's cursor does first: a kept connection (CONN_MAX_AGE) that the server dropped (a restart) is
     # replaced, checked once per request or task (CONN_HEALTH_CHECKS), instead of failing the statement.
     conn.close_if_health_check_failed()
     conn.ensure_connection()
     conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
-    return psycopg.Cursor(conn.connection)
+    return conn.connection
 
 
 def log_sent(conn: Any, statements: Sequence[str], started: float) -> None:
-    """Put statements sent past Django's cursor (``raw_cursor``) on ``conn.queries`` when Django records them (DEBUG,
-    ``CaptureQueriesContext``), with the time since ``started`` (``time.monotonic``)."""
+    """Put statements sent past Django's cursor (``pgwire.exchange``) on ``conn.queries`` when Django records them
+    (DEBUG, ``CaptureQueriesContext``), with the time since ``started`` (``time.monotonic``)."""
     if conn.queries_logged:
         took = f"{time.monotonic() - started:.3f}"
         for sql in statements:
@@ -280,23 +271,17 @@ def _send_together(
 
     ``commit``: the transaction's COMMIT goes last, in the same round trip (``atomic_batched``). It is not put on
     ``conn.queries``: the ORM's commit, which follows and finds nothing left to send, records it there as before."""
-    import psycopg
-
     started = time.monotonic()
     with conn.wrap_database_errors:
-        cursors = [raw_cursor(conn)]  # the connection checked once; then a cursor per statement
-        cursors += [psycopg.Cursor(conn.connection) for _ in range(len(statements) - 1 + commit)]
-        with conn.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
-            for cursor, (sql, params, _) in zip(cursors, statements, strict=False):
-                cursor.execute(sql, params, prepare=True)
-            if commit:
-                cursors[-1].execute("COMMIT")
-        answers = [
-            cursor.fetchall() if rows else int(cursor.rowcount)
-            for cursor, (_, _, rows) in zip(cursors, statements, strict=False)
-        ]
-        if commit and cursors[-1].statusmessage != "COMMIT":  # pragma: no cover - a failed write raised above
-            raise DatabaseError(f"the transaction was not committed ({cursors[-1].statusmessage})")
+        pg = pg_connection(conn)
+        answers, status = pgwire.exchange(
+            pg,
+            [pgwire.Statement(sql, params, rows) for sql, params, rows in statements],
+            prepare=pgwire.may_prepare(pg),
+            commit=commit,
+        )
+        if commit and status != "COMMIT":  # pragma: no cover - a failed write raised above
+            raise DatabaseError(f"the transaction was not committed ({status})")
     log_sent(conn, [sql for sql, _, _ in statements], started)
     return answers
 

@@ -20,8 +20,9 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Subquery
 from django.db.models.expressions import RawSQL
 
+from verification import pgwire
 from verification.actors.models import Actor
-from verification.compiled import log_sent, raw_cursor
+from verification.compiled import log_sent, pg_connection
 from verification.reviews.models import ReviewLease
 from verification.runs.cycle_workers import rails_certainly_refuse, rails_uncertain
 from verification.runs.models import Verification
@@ -175,9 +176,11 @@ def judged(pk: Any, user: Any) -> tuple[bool, bool]:
     params = judge_params(compiled, user=user.pk, pk=pk)
     if connection.vendor == "postgresql":
         started = time.monotonic()
-        with connection.wrap_database_errors, raw_cursor(connection) as cursor:
-            cursor.execute(compiled[0], params, prepare=True)
-            row = cursor.fetchone()
+        with connection.wrap_database_errors:
+            pg = pg_connection(connection)
+            statement = pgwire.Statement(compiled[0], params, True)
+            answers, _ = pgwire.exchange(pg, [statement], prepare=pgwire.may_prepare(pg))
+            row = answers[0][0] if answers[0] else None
         log_sent(connection, (compiled[0],), started)
     else:
         with connection.cursor() as cursor:

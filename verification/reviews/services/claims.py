@@ -27,10 +27,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from verification import pgwire
 from verification.actors.models import Actor
 from verification.actors.roles import DECIDE_VERIFICATION
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe, log_sent, raw_cursor
+from verification.compiled import Compiled, Probe, log_sent, pg_connection
 from verification.errors import NotFound, PermissionRefused, ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.errors import DecisionRefused, KernelError
@@ -293,22 +294,19 @@ def _send(
     taken (``claim_sql.judged_queryset``, prepared), pipelined: one round trip; with ``begin``, a BEGIN before them
     (the caller then ends the transaction). (The candidate or None, whether it was taken, (refused, sure) of the
     judgement: (False, False), leaving it to the exact rails, without one.)"""
-    import psycopg
-
     sql, params = _one_statement_sql(user, now, compiled)
     judge = judge_sql("lease") if judge_in_sql() else None
+    statements = [pgwire.Statement(sql, params, True)]
+    if judge is not None:
+        statements.append(
+            pgwire.Statement(judge[0], judge_params(judge, user=user.pk, expires=now + lease_duration()), True)
+        )
     started = time.monotonic()
-    with connection.wrap_database_errors, raw_cursor(connection) as claim, raw_cursor(connection) as judgement:
-        with connection.connection.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
-            if begin:
-                psycopg.Cursor(connection.connection).execute("BEGIN")
-            claim.execute(sql, params, prepare=True)
-            if judge is not None:
-                judgement.execute(
-                    judge[0], judge_params(judge, user=user.pk, expires=now + lease_duration()), prepare=True
-                )
-        row = claim.fetchone()
-        verdicts = {pk: (flag(r), flag(s)) for pk, r, s in judgement.fetchall()} if judge is not None else {}
+    with connection.wrap_database_errors:
+        pg = pg_connection(connection)
+        answers, _ = pgwire.exchange(pg, statements, prepare=pgwire.may_prepare(pg), begin=begin)
+        row = answers[0][0] if answers[0] else None
+        verdicts = {pk: (flag(r), flag(s)) for pk, r, s in answers[1]} if judge is not None else {}
     log_sent(connection, (sql,) if judge is None else (sql, judge[0]), started)
     if row is None:
         return None, False, (False, False)
