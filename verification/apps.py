@@ -23,6 +23,7 @@ class VerificationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_migrate
 
         from verification import db_guards, db_roles
@@ -34,6 +35,8 @@ class VerificationConfig(AppConfig):
         # Least privilege (SPEC §8): after a migrate as the owner, the application role's grants follow new tables.
         db_roles.connect_signals()
         post_migrate.connect(_reinstall_rollups, dispatch_uid="verification.records.rollups")
+        # PostgreSQL: timestamps read with psycopg's C parser, labelled as Django labels them (issue 15).
+        connection_created.connect(_timestamps_in_c, dispatch_uid="verification.pgwire.timestamptz")
         # The security log listens to sign-ins, the pin log, tokens, decisions and finding events (issue 7 §4).
         security_log.connect_signals()
         # The composition root: the domain takes submissions through the API's serializers (the one validation
@@ -42,3 +45,9 @@ class VerificationConfig(AppConfig):
         from verification.runs import submissions
 
         submissions.use_parser(submission_from_body)
+
+
+def _timestamps_in_c(sender: object, connection: object, **kwargs: object) -> None:
+    from verification import pgwire
+
+    pgwire.use_c_timestamptz_loader(connection)

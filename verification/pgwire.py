@@ -178,3 +178,38 @@ def _communicate(pgconn: Any, commands: int) -> Iterator[Any]:
                 return answered
             continue  # pragma: no cover - one sync per exchange
         answered.append(results)
+
+
+# --- timestamps read in C ---------------------------------------------------------------------------------------------
+
+
+def use_c_timestamptz_loader(connection: Any) -> None:
+    """On a new PostgreSQL connection of Django's: read ``timestamptz`` text with psycopg's C parser.
+
+    Django registers a loader that subclasses psycopg's pure-Python ``TimestamptzLoader`` (to label each value with
+    the connection's time zone), so every timestamp read by any query was parsed in Python (~10 µs each: 4-6 % of a
+    request's time on the review pages and of a run's). This one gives the same value, the C loader's result labelled
+    with the same time zone as Django's (``datetime.replace``, as Django's does), keeps the ``timezone`` attribute
+    Django's cursors compare with theirs, and is registered on this connection's adapters only."""
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return
+    import psycopg
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    oid = psycopg.postgres.types["timestamptz"].oid
+    parser_class = psycopg.adapters.get_loader(oid, Format.TEXT)  # psycopg's own: its C class where it has one
+    if parser_class is None or not parser_class.__module__.startswith("psycopg_binary"):
+        return  # pragma: no cover - the pure-Python psycopg: Django's loader is as fast as any
+    timezone = connection.timezone
+
+    class TimestamptzInC(Loader):
+        def __init__(self, oid: int, context: Any = None) -> None:
+            super().__init__(oid, context)
+            self._parse = parser_class(oid, context).load
+
+        def load(self, data: Any) -> Any:
+            return self._parse(data).replace(tzinfo=timezone)
+
+    TimestamptzInC.timezone = timezone  # type: ignore[attr-defined]
+    connection.connection.adapters.register_loader(oid, TimestamptzInC)

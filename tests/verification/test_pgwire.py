@@ -160,3 +160,33 @@ def test_only_django_placeholders_are_sent(raw: psycopg.Connection[Any]) -> None
 def test_a_statement_whose_rows_are_wanted_must_answer_rows(raw: psycopg.Connection[Any]) -> None:
     with pytest.raises(psycopg.ProgrammingError, match="no rows"):
         exchange(raw, [Statement("INSERT INTO wire_t VALUES (%s, %s)", [1, "x"], True)], prepare=True)
+
+
+@pytest.mark.django_db
+def test_timestamps_are_read_in_c_as_django_would_read_them() -> None:
+    from django.db.backends.postgresql.psycopg_any import BaseTzLoader
+
+    connection.ensure_connection()
+    oid = psycopg.postgres.types["timestamptz"].oid
+    loader = connection.connection.adapters.get_loader(oid, pq.Format.TEXT)
+    assert loader is not None and not issubclass(loader, BaseTzLoader)  # not Django's pure-Python parser
+    assert loader.timezone == connection.timezone  # what Django's cursors compare: they keep the connection's loader
+    texts = [
+        "2026-12-07 19:00:00+00",
+        "2026-12-07 19:00:00.123456+00",
+        "1970-01-01 00:00:00+00",
+        "9999-12-31 23:59:59.999999+00",
+        "2001-02-03 04:05:06.7+05:30",
+    ]
+
+    class Django(BaseTzLoader):
+        timezone = connection.timezone
+
+    for text in texts:
+        ours = loader(oid, connection.connection).load(text.encode())
+        djangos = Django(oid, connection.connection).load(text.encode())
+        assert (ours, ours.tzinfo, ours.isoformat()) == (djangos, djangos.tzinfo, djangos.isoformat())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::timestamptz", ["2026-12-07T19:00:00.5+01:00"])
+        (read,) = cursor.fetchone()
+    assert read == datetime(2026, 12, 7, 18, 0, 0, 500000, tzinfo=UTC) and read.tzinfo is connection.timezone
