@@ -84,9 +84,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL;",
     }
 elif env_bool("REVIEWPORTAL_DB_PREPARED_STATEMENTS", default=True):
-    # PostgreSQL: let psycopg prepare the statements that ask for it (the pipeline's, verification/compiled.py's send,
-    # and the receipt's: planning them costs more than running them). The ORM's other queries bind client-side and
-    # are never prepared.
+    # PostgreSQL: prepare the statements that ask for it, once per connection (the pipeline's, the claim's and the
+    # receipt's, sent by verification/pgwire.py in psycopg's registry: planning them costs more than running them).
+    # The ORM's other queries bind client-side and are never prepared.
     # Set 0 behind a pooler that cannot carry prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 

@@ -25,6 +25,7 @@ generators), pinned exactly in requirements.txt; ``tests/verification/test_pgwir
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Iterator, Sequence
@@ -132,9 +133,13 @@ def exchange(
                 expected.append(None)
             pgconn.pipeline_sync()
             answered = pg.wait(_communicate(pgconn, len(expected)))
-        finally:
-            if pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        except BaseException:
+            # A lost connection (or an interrupt) left answers unread: leave pipeline mode if libpq can, and raise
+            # what happened, not why leaving failed (Django closes a connection whose statement failed this way).
+            with contextlib.suppress(Exception):
                 pgconn.exit_pipeline_mode()
+            raise
+        pgconn.exit_pipeline_mode()
         answers: list[Any] = [None] * len(statements)
         failure: Exception | None = None
         status = ""

@@ -25,14 +25,18 @@ pytestmark = pytest.mark.postgres
 IDLE, INTRANS, INERROR = pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR
 
 
-@pytest.fixture
-def raw(db: None) -> Iterator[psycopg.Connection[Any]]:
-    """A connection of its own (psycopg's defaults: outside autocommit, statements may be prepared), with a table."""
+def _params() -> dict[str, Any]:
     connection.ensure_connection()
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
-    pg = psycopg.connect(**params)
+    return params
+
+
+@pytest.fixture
+def raw(db: None) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of its own (psycopg's defaults: outside autocommit, statements may be prepared), with a table."""
+    pg = psycopg.connect(**_params())
     pg.prepare_threshold = 5
     pg.execute("CREATE TEMP TABLE wire_t (id int PRIMARY KEY, note text)")
     pg.commit()
@@ -190,3 +194,12 @@ def test_timestamps_are_read_in_c_as_django_would_read_them() -> None:
         cursor.execute("SELECT %s::timestamptz", ["2026-12-07T19:00:00.5+01:00"])
         (read,) = cursor.fetchone()
     assert read == datetime(2026, 12, 7, 18, 0, 0, 500000, tzinfo=UTC) and read.tzinfo is connection.timezone
+
+
+def test_a_connection_lost_on_the_way_raises_what_happened(raw: psycopg.Connection[Any]) -> None:
+    with psycopg.connect(**_params(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [raw.info.backend_pid])
+    with pytest.raises(psycopg.OperationalError) as refused:
+        exchange(raw, [Statement("SELECT %s::int", [1], True)], prepare=True)
+    assert "pipeline" not in str(refused.value)  # the server's closing, not a failure to leave pipeline mode
+    assert raw.broken or raw.closed  # Django sees a connection it must replace
