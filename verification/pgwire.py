@@ -10,10 +10,11 @@ with psycopg's own C pieces and nothing else:
 * each query's ``%s``/``%%`` is converted once per process (Django writes nothing else into SQL);
 * the values are dumped, and the rows loaded, by psycopg's ``Transformer`` over the connection's adapters (Django's
   time zone loaders included), exactly as a cursor would;
-* prepared statements are kept in psycopg's own registry of the connection (``PrepareManager``), under names of
-  their own: whatever makes psycopg forget its prepared statements (a ROLLBACK, ``DEALLOCATE ALL``, ``DISCARD ALL``,
-  a DROP or ALTER) forgets these too, and psycopg's pending ``DEALLOCATE`` are sent before anything here, so the
-  registry and the server agree; a statement is recorded as prepared only once the server answered its Parse;
+* prepared statements are kept in psycopg's own registry of the connection (``PrepareManager``, at most its
+  ``prepared_max``, the least recently used deallocated first), under names of their own: whatever makes psycopg
+  forget its prepared statements (a ROLLBACK, ``DEALLOCATE ALL``, ``DISCARD ALL``, a DROP or ALTER) forgets these
+  too, and psycopg's pending ``DEALLOCATE`` are sent before anything here, so the registry and the server agree; a
+  statement is recorded as prepared only once the server answered its Parse;
 * the transaction's BEGIN, when one is due (Django's connection outside autocommit), goes in the same round trip,
   as does the COMMIT (``commit=True``);
 * the first error the server answers raises, after the pipeline's sync was read, as psycopg's exception of its
@@ -47,6 +48,7 @@ class Statement:
 
 
 _converted: dict[str, tuple[bytes, list[Any]]] = {}
+_CONVERTED_MAX: Final = 4096
 
 
 def _convert(sql: str) -> tuple[bytes, list[Any]]:
@@ -68,6 +70,8 @@ def _convert(sql: str) -> tuple[bytes, list[Any]]:
         return f"${count}"
 
     text = _PLACEHOLDER.sub(placeholder, sql)
+    if len(_converted) >= _CONVERTED_MAX:  # a bound, as psycopg's own cache has: start afresh
+        _converted.clear()
     found = _converted[sql] = (text.encode("utf-8"), [PyFormat.AUTO] * count)
     return found
 
@@ -122,6 +126,8 @@ def exchange(
                 else:
                     key = (query, types)
                     name = prepared._names.get(key) or naming.get(key)
+                    if name is not None and key in prepared._names:
+                        prepared._names.move_to_end(key)  # used: the last to be evicted (psycopg's LRU order)
                     if name is None:
                         name = naming[key] = b"_rp_%d" % next(_NAMES)
                         pgconn.send_prepare(name, query, param_types=types)
@@ -154,6 +160,9 @@ def exchange(
             status = (result.command_status or b"").decode()
             if isinstance(what, tuple):
                 prepared._names[what[0]] = what[1]
+                # At most ``prepared_max`` per connection, as psycopg keeps its own: the least recently used is
+                # deallocated before the next statement goes out (``maintain_gen`` above).
+                prepared._rotate()
             elif isinstance(what, int):
                 if not statements[what].rows:
                     answers[what] = result.command_tuples or 0

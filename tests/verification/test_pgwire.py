@@ -203,3 +203,16 @@ def test_a_connection_lost_on_the_way_raises_what_happened(raw: psycopg.Connecti
         exchange(raw, [Statement("SELECT %s::int", [1], True)], prepare=True)
     assert "pipeline" not in str(refused.value)  # the server's closing, not a failure to leave pipeline mode
     assert raw.broken or raw.closed  # Django sees a connection it must replace
+
+
+def test_at_most_prepared_max_statements_stay_prepared(raw: psycopg.Connection[Any]) -> None:
+    raw.prepared_max = 3
+    for n in range(6):  # six statements, each prepared in turn
+        assert exchange(raw, [Statement(f"SELECT %s::int + {n}", [1], True)], prepare=True)[0] == [[(1 + n,)]]
+    exchange(raw, [Statement("SELECT %s::int + 0", [1], True)], prepare=True)  # the evicted first, prepared again
+    on_server = _prepared_on_server(raw)
+    assert len(raw._prepared._names) == 3
+    assert len(on_server) <= 4  # the last eviction's DEALLOCATE goes before the next statement
+    assert set(raw._prepared._names.values()) <= {name.encode() for name in on_server}
+    exchange(raw, [Statement("SELECT %s::int + 0", [1], True)], prepare=True)  # prepared: sends the DEALLOCATE first
+    assert len(_prepared_on_server(raw)) == 3  # what the registry holds, and no more
