@@ -72,11 +72,7 @@ def send(alias: str, sql: str, params: Sequence[Any], *, prepared: bool, rows: b
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if rows else int(cursor.rowcount)
-    started = time.monotonic()
-    with conn.wrap_database_errors:
-        pg = pg_connection(conn)
-        answers, _ = pgwire.exchange(pg, [pgwire.Statement(sql, params, rows)], prepare=pgwire.may_prepare(pg))
-    log_sent(conn, (sql,), started)
+    answers, _ = exchange(conn, [pgwire.Statement(sql, params, rows)])
     return answers[0]
 
 
@@ -92,48 +88,42 @@ def send_unsynced(alias: str, sql: str, params: Sequence[Any]) -> list[tuple[Any
     For a write whose loss in a crash of the database server is harmless, and which must be visible to others at
     once: it is, as any commit; only the WAL flush is left to the next synchronous commit on the server (which
     flushes every record written before its own, this one included) or the WAL writer (``wal_writer_delay``)."""
-    import psycopg
-
     conn = connections[alias]
-    if conn.vendor != "postgresql" or conn.in_atomic_block or not psycopg.Pipeline.is_supported():
+    if conn.vendor != "postgresql" or conn.in_atomic_block:
         return None
     if not conn.get_autocommit():  # pragma: no cover - outside a transaction Django's connection autocommits
         return None
     _send_pending(conn)
-    started = time.monotonic()
-    with conn.wrap_database_errors:
-        pg = pg_connection(conn)
-        # In a pipeline, the statements up to its sync are one implicit transaction, which a local setting lasts for.
-        # set_config(..., true), not SET LOCAL: the server logged a WARNING ("SET LOCAL can only be used in transaction
-        # blocks") for every SET LOCAL outside BEGIN, once per run, though the setting held.
-        answers, _ = pgwire.exchange(
-            pg,
-            [pgwire.Statement(_UNSYNCED, None, False), pgwire.Statement(sql, params, True)],
-            prepare=pgwire.may_prepare(pg),
-        )
-    log_sent(conn, (_UNSYNCED, sql), started)
+    # In a pipeline, the statements up to its sync are one implicit transaction, which a local setting lasts for.
+    # set_config(..., true), not SET LOCAL: the server logged a WARNING ("SET LOCAL can only be used in transaction
+    # blocks") for every SET LOCAL outside BEGIN, once per run, though the setting held.
+    answers, _ = exchange(conn, [pgwire.Statement(_UNSYNCED, None, False), pgwire.Statement(sql, params, True)])
     found: list[tuple[Any, ...]] = answers[1]
     return found
 
 
-def pg_connection(conn: Any) -> Any:
-    """The psycopg connection under Django's connection ``conn`` (PostgreSQL), for statements sent past Django's
-    cursor (``pgwire.exchange``); ``log_sent`` puts them on ``connection.queries``."""
-    # What Django's cursor does first: a kept connection (CONN_MAX_AGE) that the server dropped (a restart) is
-    # replaced, checked once per request or task (CONN_HEALTH_CHECKS), instead of failing the statement.
-    conn.close_if_health_check_failed()
-    conn.ensure_connection()
-    conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
-    return conn.connection
-
-
-def log_sent(conn: Any, statements: Sequence[str], started: float) -> None:
-    """Put statements sent past Django's cursor (``pgwire.exchange``) on ``conn.queries`` when Django records them
-    (DEBUG, ``CaptureQueriesContext``), with the time since ``started`` (``time.monotonic``)."""
+def exchange(
+    conn: Any, statements: Sequence[pgwire.Statement], *, begin: bool = False, commit: bool = False
+) -> tuple[list[Any], str]:
+    """``pgwire.exchange`` on Django's PostgreSQL connection ``conn``: the statements in one round trip, prepared when
+    the connection allows it, a refusal raised as Django's error, and the statements put on ``conn.queries`` when
+    Django records queries (DEBUG, ``CaptureQueriesContext``). The one way the portal sends statements past Django's
+    cursor: the compiled queries' ``send``, ``send_unsynced``, ``pipelined`` and batched writes, the claim's statement
+    and the receipt's lock."""
+    started = time.monotonic()
+    with conn.wrap_database_errors:
+        # What Django's cursor does first: a kept connection (CONN_MAX_AGE) that the server dropped (a restart) is
+        # replaced, checked once per request or task (CONN_HEALTH_CHECKS), instead of failing the statement.
+        conn.close_if_health_check_failed()
+        conn.ensure_connection()
+        conn.validate_no_broken_transaction()  # what Django's cursor checks before every statement
+        pg = conn.connection
+        answered = pgwire.exchange(pg, statements, prepare=pgwire.may_prepare(pg), begin=begin, commit=commit)
     if conn.queries_logged:
         took = f"{time.monotonic() - started:.3f}"
-        for sql in statements:
-            conn.queries_log.append({"sql": sql, "time": took})
+        for statement in statements:
+            conn.queries_log.append({"sql": statement.sql, "time": took})
+    return answered
 
 
 # --- writes sent together ---------------------------------------------------------------------------------------------
@@ -271,18 +261,11 @@ def _send_together(
 
     ``commit``: the transaction's COMMIT goes last, in the same round trip (``atomic_batched``). It is not put on
     ``conn.queries``: the ORM's commit, which follows and finds nothing left to send, records it there as before."""
-    started = time.monotonic()
-    with conn.wrap_database_errors:
-        pg = pg_connection(conn)
-        answers, status = pgwire.exchange(
-            pg,
-            [pgwire.Statement(sql, params, rows) for sql, params, rows in statements],
-            prepare=pgwire.may_prepare(pg),
-            commit=commit,
-        )
-        if commit and status != "COMMIT":  # pragma: no cover - a failed write raised above
-            raise DatabaseError(f"the transaction was not committed ({status})")
-    log_sent(conn, [sql for sql, _, _ in statements], started)
+    answers, status = exchange(
+        conn, [pgwire.Statement(sql, params, rows) for sql, params, rows in statements], commit=commit
+    )
+    if commit and status != "COMMIT":  # pragma: no cover - a failed write raised above
+        raise DatabaseError(f"the transaction was not committed ({status})")
     return answers
 
 

@@ -125,10 +125,12 @@ def exchange(
                     pgconn.send_query_params(query, params, param_types=types, param_formats=param_formats)
                 else:
                     key = (query, types)
-                    name = prepared._names.get(key) or naming.get(key)
-                    if name is not None and key in prepared._names:
+                    name = prepared._names.get(key)
+                    if name is not None:
                         prepared._names.move_to_end(key)  # used: the last to be evicted (psycopg's LRU order)
-                    if name is None:
+                    elif key in naming:  # already prepared earlier in this exchange
+                        name = naming[key]
+                    else:
                         name = naming[key] = b"_rp_%d" % next(_NAMES)
                         pgconn.send_prepare(name, query, param_types=types)
                         expected.append((key, name))

@@ -10,7 +10,6 @@ sent prepared: planning it costs far more than running it, and its plan does not
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from django.db.models.expressions import RawSQL
 
 from verification import pgwire
 from verification.actors.models import Actor
-from verification.compiled import log_sent, pg_connection
+from verification.compiled import exchange
 from verification.reviews.models import ReviewLease
 from verification.runs.cycle_workers import rails_certainly_refuse, rails_uncertain
 from verification.runs.models import Verification
@@ -175,13 +174,8 @@ def judged(pk: Any, user: Any) -> tuple[bool, bool]:
     compiled = judge_sql("pk")
     params = judge_params(compiled, user=user.pk, pk=pk)
     if connection.vendor == "postgresql":
-        started = time.monotonic()
-        with connection.wrap_database_errors:
-            pg = pg_connection(connection)
-            statement = pgwire.Statement(compiled[0], params, True)
-            answers, _ = pgwire.exchange(pg, [statement], prepare=pgwire.may_prepare(pg))
-            row = answers[0][0] if answers[0] else None
-        log_sent(connection, (compiled[0],), started)
+        answers, _ = exchange(connection, [pgwire.Statement(compiled[0], params, True)])
+        row = answers[0][0] if answers[0] else None
     else:
         with connection.cursor() as cursor:
             cursor.execute(compiled[0], params)

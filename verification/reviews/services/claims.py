@@ -18,7 +18,6 @@ leased without the rails in Python; otherwise the exact rails decide.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -31,7 +30,7 @@ from verification import pgwire
 from verification.actors.models import Actor
 from verification.actors.roles import DECIDE_VERIFICATION
 from verification.actors.services.actors import actor_for_user, kernel_actor
-from verification.compiled import Compiled, Probe, log_sent, pg_connection
+from verification.compiled import Compiled, Probe, exchange
 from verification.errors import NotFound, PermissionRefused, ServiceError
 from verification.kernel import actors as kactors
 from verification.kernel.errors import DecisionRefused, KernelError
@@ -301,13 +300,9 @@ def _send(
         statements.append(
             pgwire.Statement(judge[0], judge_params(judge, user=user.pk, expires=now + lease_duration()), True)
         )
-    started = time.monotonic()
-    with connection.wrap_database_errors:
-        pg = pg_connection(connection)
-        answers, _ = pgwire.exchange(pg, statements, prepare=pgwire.may_prepare(pg), begin=begin)
-        row = answers[0][0] if answers[0] else None
-        verdicts = {pk: (flag(r), flag(s)) for pk, r, s in answers[1]} if judge is not None else {}
-    log_sent(connection, (sql,) if judge is None else (sql, judge[0]), started)
+    answers, _ = exchange(connection, statements, begin=begin)
+    row = answers[0][0] if answers[0] else None
+    verdicts = {pk: (flag(r), flag(s)) for pk, r, s in answers[1]} if judge is not None else {}
     if row is None:
         return None, False, (False, False)
     candidate = _candidate(row)

@@ -7,7 +7,6 @@ so concurrent appends get seq 0..n-1 with valid links, and the unique (verificat
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from verification import pgwire
-from verification.compiled import log_sent, pg_connection, queue
+from verification.compiled import exchange, queue
 from verification.db_guards import AppendOnlyError
 from verification.errors import NotFound
 from verification.kernel.chain import content_hash_of, is_hex_hash, sign_entry
@@ -133,21 +132,15 @@ def _lock_chain(conn: BaseDatabaseWrapper, verification_pk: uuid.UUID) -> tuple[
     pk = Verification._meta.get_field("id").get_db_prep_value(verification_pk, conn)
     active = SigningKey.Status.ACTIVE.value
     if conn.vendor == "postgresql":
-        started = time.monotonic()
-        with conn.wrap_database_errors:
-            pg = pg_connection(conn)
-            # One round trip, still two statements: pipelined, the server runs them one after the other, and the
-            # second takes its READ COMMITTED snapshot when it starts, i.e. after the lock is granted. Server-side
-            # binding, prepared when the connection allows it (settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS):
-            # planning these two statements costs more than running them.
-            (locked_rows, state_rows), _ = pgwire.exchange(
-                pg,
-                [pgwire.Statement(sql.lock, [pk], True), pgwire.Statement(sql.state, [pk, pk, active], True)],
-                prepare=pgwire.may_prepare(pg),
-            )
-            found = locked_rows[0] if locked_rows else None
-            head = state_rows[0] if state_rows else None
-        log_sent(conn, (sql.lock, sql.state), started)
+        # One round trip, still two statements: pipelined, the server runs them one after the other, and the second
+        # takes its READ COMMITTED snapshot when it starts, i.e. after the lock is granted. Server-side binding,
+        # prepared when the connection allows it (settings: REVIEWPORTAL_DB_PREPARED_STATEMENTS): planning these two
+        # statements costs more than running them.
+        (locked_rows, state_rows), _ = exchange(
+            conn, [pgwire.Statement(sql.lock, [pk], True), pgwire.Statement(sql.state, [pk, pk, active], True)]
+        )
+        found = locked_rows[0] if locked_rows else None
+        head = state_rows[0] if state_rows else None
     else:
         with conn.cursor() as cursor:
             cursor.execute(sql.lock, [pk])
