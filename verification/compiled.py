@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from django.db import DatabaseError, connections, router, transaction
-from django.db.models import Field, Model, QuerySet, Value
+from django.db.models import Field, Model, QuerySet, Value, signals
+from django.db.models.base import ModelState
 from django.db.models.sql import UpdateQuery
 
 from verification import pgwire
@@ -506,7 +507,7 @@ class Related:
         for path, model, names, pk_at in self._shapes:
             row = values[at : at + len(names)]
             at += len(names)
-            loaded[path] = None if row[pk_at] is None else model.from_db(db, names, row)
+            loaded[path] = None if row[pk_at] is None else _from_db(model, db, names, row)
         for path, parent, local, remote in self._setters:
             owner, child = loaded[parent], loaded[path]
             if owner is not None:
@@ -526,6 +527,33 @@ class Related:
     def all(self, rows: Iterable[Sequence[Any]]) -> list[Any]:
         """``root`` of each row, in order."""
         return [self.root(row) for row in rows]
+
+
+def _from_db(model: type[Model], db: str, names: tuple[str, ...], row: Sequence[Any]) -> Model:
+    """``model.from_db(db, names, row)`` for a row with every concrete field: the instance Django's ``Model.__init__``
+    would build, its field values set straight in its ``__dict__`` as ``__init__`` sets them on a new instance (a
+    foreign key's ``*_id`` descriptor only drops a cached relation, which a new instance has none of), without
+    ``__init__``'s per-field walk (12 µs against 3 µs for a verification's 27 fields; a queue page loads ~250
+    instances). Where the instance could differ (a model that overrides ``__init__`` or ``from_db``, or any
+    ``pre_init``/``post_init`` receiver: a receiver expects the signal), it is ``from_db`` itself."""
+    if _fast_init(model) and not (signals.pre_init.receivers or signals.post_init.receivers):
+        obj: Model = _new(model)
+        values = obj.__dict__
+        values.update(zip(names, row, strict=True))
+        state = ModelState()
+        state.adding, state.db = False, db
+        values["_state"] = state
+        return obj
+    return model.from_db(db, names, row)
+
+
+_new: Final = object.__new__
+
+
+@functools.cache
+def _fast_init(model: type[Model]) -> bool:
+    """Whether ``model`` builds its instances as ``Model`` does (neither ``__init__`` nor ``from_db`` overridden)."""
+    return model.__init__ is Model.__init__ and model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
 
 
 class Insert:

@@ -141,6 +141,53 @@ def test_related_loads_and_links_as_select_related_or_none_through_a_null_relati
     assert related.width == len(values)
 
 
+def test_related_builds_the_instances_django_builds_and_defers_to_from_db_for_init_receivers(
+    make_verification: Callable[..., Any],
+) -> None:
+    from django.db.models import Model, signals
+
+    from verification.compiled import Related, _fast_init
+
+    item = make_verification()
+    related = Related(Verification, ())
+    values = Verification.objects.filter(pk=item.pk).values_list(*related.columns()).get()
+    names = tuple(f.attname for f in Verification._meta.concrete_fields)
+    want = Verification.from_db("default", names, values)
+    got = related.root(values)
+    assert type(got) is Verification
+    assert got.__dict__.keys() == want.__dict__.keys()
+    assert {k: v for k, v in got.__dict__.items() if k != "_state"} == {
+        k: v for k, v in want.__dict__.items() if k != "_state"
+    }
+    assert (got._state.adding, got._state.db) == (False, "default") == (want._state.adding, want._state.db)
+    assert got == want and got.task is None  # the relation reads (and caches) as on Django's instance
+    assert got._state.fields_cache == {"task": None}
+    assert not signals.pre_init.receivers and not signals.post_init.receivers  # so that was the short way
+
+    class OwnInit(Model):  # a model that builds its instances itself is always built by them
+        class Meta:
+            abstract = True
+            app_label = "verification"
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+
+    assert _fast_init(Verification) and not _fast_init(OwnInit)
+
+    # A receiver of post_init (or pre_init) expects the signal for every instance: then it is Django's from_db.
+    seen: list[Any] = []
+
+    def receiver(sender: Any, instance: Any, **kwargs: Any) -> None:
+        seen.append(instance)
+
+    signals.post_init.connect(receiver, sender=Verification)
+    try:
+        again = related.root(values)
+    finally:
+        signals.post_init.disconnect(receiver, sender=Verification)
+    assert seen == [again] and again.pk == item.pk
+
+
 def test_related_paths_name_their_parent_first() -> None:
     from verification.compiled import Related
 
