@@ -7,13 +7,15 @@ The attribute names are the templates' (``templates/portal/``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from html import escape as _html_escape
 from typing import Any, Final
 
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 
 from reviewportal.presenters import Segment, explain_code, segments
 from verification.evidence.selectors import EvidenceRead, resolve_recorded_citation
@@ -105,6 +107,69 @@ class QueueRow:
         if seconds < 86400:
             return f"{seconds // 3600} h"
         return f"{seconds // 86400} d"
+
+
+#: One queue row's markup: ``str.format`` over values each escaped by ``_escaped`` (markup pieces are made below).
+_ROW: Final = (
+    '<tr data-queue-row="{pk}" aria-selected="false" class="rank-{rank}">\n'
+    '<td>\n<a data-open href="{url}">{title}</a>\n'
+    '<div class="muted small">cycle {cycle} · <code>{short_id}</code></div>\n</td>\n'
+    '<td><code>{reason}</code><div class="small">{reason_text}</div></td>\n'
+    '<td data-label="Verdict"><span class="verdict verdict-{verdict_class}">{verdict}</span>{rank_note}</td>\n'
+    '<td data-label="Authority">{authority}{badge}</td>\n'
+    '<td data-label="Age" title="submitted {submitted}">{age}</td>\n'
+    '<td data-label="Held by">{held}</td>\n'
+    "</tr>\n"
+)
+_MODEL_BADGE: Final = '<div class="badge model">model output</div>'
+_UNCLAIMED: Final = '<span class="muted">unclaimed</span>'
+
+
+def _escaped(value: Any) -> str:
+    """``conditional_escape`` without its lazy-string wrapper (the half of its cost): markup (``__html__``) as it
+    is, anything else ``html.escape``d as Django's ``escape`` does it (``&``, ``<``, ``>``, ``"``, ``'``)."""
+    html = getattr(value, "__html__", None)
+    return str(html()) if html is not None else _html_escape(str(value))
+
+
+def _held_by(row: QueueRow, viewer_pk: Any) -> str:
+    if not row.holder_name:
+        return _UNCLAIMED
+    who = "<strong>you</strong>" if row.holder_pk == viewer_pk else _escaped(row.holder_name)
+    return f'{who}<div class="muted small">until {_escaped(row.lease_until)}</div>'
+
+
+def queue_rows_html(rows: Sequence[QueueRow], *, viewer_pk: Any) -> SafeString:
+    """The queue table's rows (the ``<tbody>`` of ``templates/portal/_queue_list.html``) for the reviewer
+    ``viewer_pk`` ("you" on the rows they hold), built here as Django's admin builds its change list's cells
+    (``admin_list.items_for_result``): every value escaped, one string per row. Through the template engine, 50 rows
+    of 15 cells took 13 of the queue page's 16 ms of rendering (~20 µs a cell), and the page is what every reviewer's
+    browser asks for every 10 seconds (issue 15). ``tests/portal/test_queue.py`` holds them equal to the template's
+    markup."""
+    e = _escaped
+    return mark_safe(  # noqa: S308 - every value is escaped by _escaped; the rest is this module's constant markup
+        "".join(
+            _ROW.format(
+                pk=e(row.pk),
+                rank=e(row.rank),
+                url=e(row.url),
+                title=e(row.title),
+                cycle=e(row.cycle_text),
+                short_id=e(row.short_id),
+                reason=e(row.reason),
+                reason_text=e(row.reason_text),
+                verdict_class=e(row.verdict_class),
+                verdict=e(row.verdict),
+                rank_note=f'<div class="muted small">{e(row.rank_note)}</div>' if row.rank_note else "",
+                authority=e(row.authority_text),
+                badge=_MODEL_BADGE if row.semantic else "",
+                submitted=e(row.submitted_iso),
+                age=e(row.age_text),
+                held=_held_by(row, viewer_pk),
+            )
+            for row in rows
+        )
+    )
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             for code, n in page.counts
         ],
         "page": page,
+        "rows_html": presenters.queue_rows_html(page.rows, viewer_pk=request.user.pk),
         "filters": typed if problems else filters,  # the form keeps what was typed beside its problem
         "problems": problems,
         "query": query,

@@ -239,3 +239,53 @@ def test_the_queue_order_is_served_by_its_index(queue: Queue) -> None:
     plan = queue_items(now=timezone.now())[:51].explain()
     assert "verification_review_queue_idx" in plan, plan
     assert "Sort" not in plan.split("->")[1], plan  # no sort above the walk: rows come out in queue order
+
+
+#: The rows' markup as ``templates/portal/_queue_list.html`` rendered it through the template engine before the rows
+#: were built by ``presenters.queue_rows_html`` (issue 15): the reference the presenter's rows must equal.
+_TEMPLATE_ROWS = """{% for row in page.rows %}
+      <tr data-queue-row="{{ row.pk }}" aria-selected="false" class="rank-{{ row.rank }}">
+        <td>
+          <a data-open href="{{ row.url }}">{{ row.title }}</a>
+          <div class="muted small">cycle {{ row.cycle_text }} · <code>{{ row.short_id }}</code></div>
+        </td>
+        <td><code>{{ row.reason }}</code><div class="small">{{ row.reason_text }}</div></td>
+        <td data-label="Verdict"><span class="verdict verdict-{{ row.verdict_class }}">{{ row.verdict }}</span>{% if row.rank_note %}<div class="muted small">{{ row.rank_note }}</div>{% endif %}</td>
+        <td data-label="Authority">{{ row.authority_text }}{% if row.semantic %}<div class="badge model">model output</div>{% endif %}</td>
+        <td data-label="Age" title="submitted {{ row.submitted_iso }}">{{ row.age_text }}</td>
+        <td data-label="Held by">{% if row.holder_name %}{% if row.holder_pk == user.pk %}<strong>you</strong>{% else %}{{ row.holder_name }}{% endif %}<div class="muted small">until {{ row.lease_until }}</div>{% else %}<span class="muted">unclaimed</span>{% endif %}</td>
+      </tr>
+      {% endfor %}"""  # noqa: E501
+
+
+def _markup(html: str) -> str:
+    return re.sub(r">\s+<", "><", html).strip()
+
+
+def test_the_rows_are_the_markup_the_template_made_with_every_value_escaped(
+    queue: Queue, reviewer: Any, reviewer2: Any
+) -> None:
+    from django.template import Context, Template
+
+    from reviewportal.portal.presenters import queue_rows_html
+
+    hostile = queue.unknown('<script>alert("x")</script> & "quotes"')
+    queue.cited_conflict()  # semantic: the model-output badge
+    queue.expired_pending()  # ranks as UNKNOWN with its verdict's note
+    queue.not_run()
+    review_claim(user=reviewer, verification=hostile)  # held by the viewer: "you"
+    review_claim(user=reviewer2, verification=queue.mismatch())  # held by another: their name and until when
+    page = queue_page(now=timezone.now(), filters={}, cursor=None, limit=50)
+    assert len(page.rows) == 5 and {r.holder_pk for r in page.rows} == {reviewer.pk, reviewer2.pk, None}
+    assert any(r.semantic for r in page.rows) and any(r.rank_note for r in page.rows)
+    for viewer in (reviewer, reviewer2):
+        ours = str(queue_rows_html(page.rows, viewer_pk=viewer.pk))
+        theirs = Template(_TEMPLATE_ROWS).render(Context({"page": page, "user": viewer}))
+        assert _markup(ours) == _markup(theirs)
+    ours = str(queue_rows_html(page.rows, viewer_pk=reviewer.pk))
+    assert "<script>" not in ours
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &quot;quotes&quot;" in ours
+    assert ours.count("<strong>you</strong>") == 1 and ours.count("unclaimed") == 3 and reviewer2.username in ours
+    # The page itself shows them in its table.
+    html = _client(reviewer).get("/queue/").content.decode()
+    assert _markup(ours) in _markup(html)
