@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -274,7 +275,11 @@ class Compiled:
     """``build(**arguments)``: a queryset of ``model`` (rows: its ``values_list``/``values`` columns), or with
     ``update`` the queryset whose rows ``update(**arguments)`` sets (``run`` answers the count of rows updated).
     ``prepared``: sent prepared on PostgreSQL (``send``), for a statement whose plan does not depend on its values (a
-    lookup by key); not for one whose best plan does (the queue's reads, whose constants pick an index)."""
+    lookup by key, the unfiltered queue page in its index's order); not for one whose best plan does (a filtered
+    queue read, whose constants pick an index). ``literals``: on PostgreSQL the values that are not arguments (the
+    query's own constants, which Django sends as parameters) are written into the SQL text as literals, so the
+    server's generic plan of a prepared statement can use an index on an expression of those constants (the queue's
+    rank) as a plan made for the values does; the arguments stay parameters."""
 
     def __init__(
         self,
@@ -286,9 +291,11 @@ class Compiled:
         update: Callable[..., Mapping[str, Any]] | None = None,
         returning: Sequence[str] = (),
         prepared: bool = False,
+        literals: bool = False,
     ) -> None:
         self.name, self._model, self._build, self._probes, self._update = name, model, build, dict(probes), update
         self._prepared = prepared
+        self._literals = literals
         #: With ``update``: the updated rows' columns (field names) that ``rows`` answers (``UPDATE … RETURNING``).
         self._returning = tuple(returning)
         if self._returning and update is None:
@@ -343,12 +350,15 @@ class Compiled:
                 table = conn.ops.quote_name(self._model._meta.db_table)
                 columns = ", ".join(f"{table}.{conn.ops.quote_name(f.column)}" for f in returned)
                 sql = f"{sql} RETURNING {columns}"
+        params = tuple(base)
+        if self._literals and conn.vendor == "postgresql":
+            sql, params, positions = _constants_inlined(sql, params, positions, conn)
         converters = []
         for i, output in enumerate(outputs):
             functions = conn.ops.get_db_converters(Value(None, output)) + output.get_db_converters(conn)
             if functions:
                 converters.append((i, output, tuple(functions)))
-        found = self._texts[key] = _Text(sql, tuple(base), positions, outputs, tuple(converters))
+        found = self._texts[key] = _Text(sql, params, positions, outputs, tuple(converters))
         return found
 
     def _params(self, text: _Text, arguments: Mapping[str, Any], conn: Any) -> list[Any]:
@@ -418,6 +428,37 @@ class Compiled:
         alias = self._alias
         text = self._text(alias)
         queue(alias, text.sql, self._params(text, arguments, connections[alias]), rows=False, then=None)
+
+
+#: A placeholder of Django's SQL (``%s``) or an escaped percent sign (``%%``).
+_PLACEHOLDERS: Final = re.compile(r"(%%|%s)")
+
+
+def _constants_inlined(
+    sql: str, params: tuple[Any, ...], positions: Mapping[str, tuple[int, ...]], conn: Any
+) -> tuple[str, tuple[Any, ...], dict[str, tuple[int, ...]]]:
+    """``sql`` with each parameter that is at no argument's position written as its literal (psycopg's quoting, as
+    Django's ``compose_sql`` writes it); the parameters left, and the arguments' positions among them."""
+    kept = sorted({i for at in positions.values() for i in at})
+    parts = _PLACEHOLDERS.split(sql)
+    if sum(1 for part in parts if part == "%s") != len(params):  # pragma: no cover - Django's own placeholders
+        raise AssertionError(f"{len(params)} parameters for another number of placeholders")  # noqa: TRY003
+    out, index = [], 0
+    for part in parts:
+        if part == "%s":
+            if index in kept:
+                out.append(part)
+            else:
+                out.append(conn.ops.compose_sql("%s", [params[index]]).replace("%", "%%"))
+            index += 1
+        else:
+            out.append(part)
+    renumbered = {old: new for new, old in enumerate(kept)}
+    return (
+        "".join(out),
+        tuple(params[i] for i in kept),
+        {name: tuple(renumbered[i] for i in at) for name, at in positions.items()},
+    )
 
 
 def pipelined(*queries: tuple[Compiled, Mapping[str, Any]]) -> list[list[tuple[Any, ...]]]:

@@ -4,6 +4,9 @@ order, with the same columns, relations (task, submitter, lease and holder, or n
 
 from __future__ import annotations
 
+import re
+import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -60,3 +63,50 @@ def test_a_filtered_page_goes_through_the_orm_and_an_empty_filter_does_not(queue
     assert [v.pk for v in selectors._page_of(now=now, filters={"reason": reason}, cursor=None, limit=5)] == [item.pk]
     with pytest.raises(Exception, match="unknown filters"):
         selectors._page_of(now=now, filters={"colour": ""}, cursor=None, limit=5)
+
+
+
+
+def _generic_plan(sql: str, params: list[Any]) -> str:
+    """The server's generic plan of ``sql`` prepared (planned without its parameters' values), sorting only where no
+    index gives the order (``enable_sort`` off: a test database is too small for the costs to decide)."""
+    from django.db import connection, transaction
+
+    from verification import pgwire
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(f"PREPARE rp_test_page AS {pgwire._convert(sql)[0].decode()}")
+        values = ", ".join(connection.ops.compose_sql("%s", [p]) for p in params)
+        cursor.execute(f"EXPLAIN EXECUTE rp_test_page ({values})")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE rp_test_page")
+    return plan
+
+
+@pytest.mark.postgres
+def test_the_page_statement_keeps_its_constants_as_literals_and_its_generic_plan_reads_the_queue_index(
+    queue: Queue,
+) -> None:
+    """Prepared, the page is planned once per connection only if the server's generic plan (planned without the
+    arguments' values) is as good as a plan for them: its constants must be literals, so the rank (an expression of
+    them) matches the queue index's and the page is read in that index's order, not sorted (issue 15)."""
+    from verification.compiled import Compiled
+
+    queue.unknown("one")
+    now = timezone.now()
+    for after in (False, True):
+        arguments: dict[str, Any] = {"now": now}
+        if after:
+            arguments |= {"rank": 0, "submitted_at": now - timedelta(days=400), "pk": uuid.UUID(int=0)}
+        page = selectors._compiled_page(50, after)
+        sql, params = page.statement(**arguments)
+        # Only the arguments are parameters (``now`` at each of its places); the constants are in the text.
+        assert len(params) == re.findall(r"%%|%s", sql).count("%s") and all(p in arguments.values() for p in params)
+        assert "'MISMATCH'" in sql and "'cited-conflict'" in sql
+        plan = _generic_plan(sql, params)
+        assert "verification_review_queue_idx" in plan and "Sort" not in plan, plan
+        # The same statement with its constants as parameters: its generic plan cannot read the index's order.
+        control = Compiled("control", Verification, page._build, page._probes, prepared=True)
+        assert "Sort" in _generic_plan(*control.statement(**arguments))

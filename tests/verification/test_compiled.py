@@ -3,6 +3,7 @@ arguments in their places, and a value that shapes the SQL refused rather than a
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -186,6 +187,31 @@ def test_related_builds_the_instances_django_builds_and_defers_to_from_db_for_in
     finally:
         signals.post_init.disconnect(receiver, sender=Verification)
     assert seen == [again] and again.pk == item.pk
+
+
+@pytest.mark.postgres
+def test_literals_write_the_constants_into_the_text_and_keep_the_arguments_as_parameters(signing_key: Any) -> None:
+    from verification.actors.services.actors import actor_create
+    from verification.runs.services.tasks import task_create
+
+    owner = actor_create(name="literal-owner", kind="contract_owner")
+    odd = "50% 'off' \\ %s"
+    wanted = task_create(actor=owner, title="wanted")
+    Task.objects.filter(pk=wanted.pk).update(external_ref=odd)
+    task_create(actor=owner, title="other")
+
+    def build(title: str) -> Any:
+        return Task.objects.filter(title=title, external_ref=odd, external_ref__startswith="50%").values_list("pk")
+
+    plain = Compiled("literals-off", Task, build, {"title": Probe("a", "b")}, prepared=True)
+    literal = Compiled("literals-on", Task, build, {"title": Probe("a", "b")}, prepared=True, literals=True)
+    sql, params = literal.statement(title="wanted")
+    placeholders = re.findall(r"%%|%s", sql)
+    assert params == ["wanted"] and placeholders.count("%s") == 1
+    assert " E'50%% ''off'' \\\\ %%s'" in sql  # psycopg's quoting, each % doubled for the placeholders' syntax
+    assert len(plain.statement(title="wanted")[1]) == 3
+    assert literal.rows(title="wanted") == plain.rows(title="wanted") == [(wanted.pk,)]
+    assert literal.rows(title="other") == [] and literal.rows(title="wanted") == [(wanted.pk,)]  # prepared, again
 
 
 def test_related_paths_name_their_parent_first() -> None:
