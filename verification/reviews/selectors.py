@@ -396,21 +396,19 @@ class QueueSlice:
     counts: list[tuple[str, int]]
 
 
-def _head_hash() -> Subquery:
-    return Subquery(Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values("content_hash")[:1])
+def _head_column(column: str) -> Subquery:
+    """A column of the verification's head receipt (its chain's last entry), read with the queue page's row."""
+    return Subquery(Receipt.objects.filter(verification=OuterRef("pk")).order_by("-seq").values(column)[:1])
 
 
-def _heads(page: Sequence[Verification]) -> dict[uuid.UUID, tuple[Mapping[str, Any], str]]:
-    """The signed payloads of the heads of ``page`` and their authority: one query whatever the page holds."""
-    if not page:
-        return {}
-    heads = Verification.objects.filter(pk__in=[v.pk for v in page]).annotate(head=_head_hash()).values("head")
-    rows = Receipt.objects.filter(content_hash__in=heads).values_list("verification_id", "envelope", "authority")
-    out: dict[uuid.UUID, tuple[Mapping[str, Any], str]] = {}
-    for verification_id, envelope, authority in rows:
-        payload = loads_strict(envelope).get("payload")
-        out[verification_id] = (payload if isinstance(payload, Mapping) else {}), authority or ""
-    return out
+def _head_of(v: Verification) -> tuple[Mapping[str, Any], str]:
+    """The signed payload of ``v``'s head and its authority, from the envelope the page's row read (``head_envelope``,
+    ``head_authority``; nothing when it has no receipt)."""
+    envelope = getattr(v, "head_envelope", None)
+    if not envelope:
+        return {}, ""
+    payload = loads_strict(envelope).get("payload")
+    return (payload if isinstance(payload, Mapping) else {}), getattr(v, "head_authority", None) or ""
 
 
 def outcome_as_read(payload: Mapping[str, Any] | None, now: datetime) -> Outcome | None:
@@ -431,14 +429,19 @@ def _held(lease: ReviewLease | None, now: datetime) -> ReviewLease | None:
 
 
 #: A queue page's row: the verification with its task, submitter, lease and the lease's holder (``select_related``'s),
-#: then its reason and rank as read (``queue_items``' annotations).
+#: then its reason and rank as read (``queue_items``' annotations) and its head receipt's envelope and authority.
 _PAGE_ROW: Final = Related(Verification, ("task", "submitted_by", "review_lease", "review_lease__holder"))
+_PAGE_EXTRA: Final = ("queue_reason", "queue_rank", "head_envelope", "head_authority")
 
 
 def _page_queryset(*, now: datetime, filters: Mapping[str, str], at: Cursor | None) -> QuerySet[Verification]:
     """The queue from ``at`` on (``queue_items``, ``filter_queue``), with what a page shows of each item."""
-    queryset = filter_queue(queue_items(now=now), filters, now=now).select_related(
-        "task", "review_lease", "review_lease__holder"
+    # Each item's head receipt comes with its row (two lookups by the receipts' (verification, seq) index per item):
+    # a statement of its own for the page's heads cost more to plan and send than these cost to run (issue 15).
+    queryset = (
+        filter_queue(queue_items(now=now), filters, now=now)
+        .select_related("task", "review_lease", "review_lease__holder")
+        .annotate(head_envelope=_head_column("envelope"), head_authority=_head_column("authority"))
     )
     if at is not None:
         queryset = queryset.filter(RowAfter(queue_rank(), F("submitted_at"), F("id"), after=at))
@@ -454,7 +457,7 @@ def _compiled_page(limit: int, after: bool) -> Compiled:
     def build(*, now: datetime, **cursor: Any) -> QuerySet[Any]:
         at = Cursor(**cursor) if after else None
         page = _page_queryset(now=now, filters={}, at=at)
-        return page.values_list(*_PAGE_ROW.columns(), "queue_reason", "queue_rank")[: limit + 1]
+        return page.values_list(*_PAGE_ROW.columns(), *_PAGE_EXTRA)[: limit + 1]
 
     probes = {"now": Probe.instant(ReviewLease._meta.get_field("expires_at"))}
     if after:
@@ -483,7 +486,8 @@ def _page_of(*, now: datetime, filters: Mapping[str, str], cursor: str | None, l
     page = []
     for row in _compiled_page(limit, at is not None).rows(**arguments):
         verification: Verification = _PAGE_ROW.root(row)
-        verification.queue_reason, verification.queue_rank = row[_PAGE_ROW.width :]  # type: ignore[attr-defined]
+        for name, value in zip(_PAGE_EXTRA, row[_PAGE_ROW.width :], strict=True):
+            setattr(verification, name, value)  # as the ORM sets its annotations
         page.append(verification)
     return page
 
@@ -491,16 +495,15 @@ def _page_of(*, now: datetime, filters: Mapping[str, str], cursor: str | None, l
 def queue_slice(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueueSlice:
     """One page of the queue (keyset pagination on rank, submitted_at, id) with the counts per reason.
 
-    Four queries whatever the queue's length: the page, its heads, the counts, and nothing per row.
+    Three queries whatever the queue's length: the page with each item's head, the counts, and nothing per row.
     """
     page = _page_of(now=now, filters=filters, cursor=cursor, limit=limit)
     more = len(page) > limit
     page = page[:limit]
-    heads = _heads(page)
     reads = read_columns(page, now=now)
     items = []
     for v in page:
-        payload, head_authority = heads.get(v.pk, ({}, ""))
+        payload, head_authority = _head_of(v)
         # issue 14: the verdict as read (read_state, as the history reads it) and the head's authority, as History
         # shows them: one derivation, the same words on both pages.
         items.append(
