@@ -200,7 +200,7 @@ def _queue_row(item: QueueItem, now: datetime, url_of: Callable[[Any], str]) -> 
         reason_text=explain_code(item.reason),
         verdict=item.verdict,
         authority=item.authority,
-        semantic=item.outcome is not None and any(c.semantic for c in item.outcome.criteria),
+        semantic=item.semantic,
         age=max(now - v.submitted_at, timedelta(0)),
         holder=lease.holder if lease is not None else None,
         lease_expires_at=lease.expires_at if lease is not None else None,

@@ -3,6 +3,7 @@ read; its order, filters, counts, keyset pages, the htmx fragment, and a constan
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from datetime import timedelta
@@ -289,3 +290,21 @@ def test_the_rows_are_the_markup_the_template_made_with_every_value_escaped(
     # The page itself shows them in its table.
     html = _client(reviewer).get("/queue/").content.decode()
     assert _markup(ours) in _markup(html)
+
+
+def test_an_items_semantic_badge_is_its_outcome_as_read_without_reading_the_others(queue: Queue) -> None:
+    from verification.reviews.selectors import queue_slice
+
+    queue.cited_conflict()  # a semantic criterion
+    queue.unknown()
+    queue.mismatch()
+    queue.not_run()
+    items = queue_slice(now=timezone.now(), filters={}, cursor=None, limit=50).items
+    assert {item.semantic for item in items} == {True, False}
+    for item in items:
+        read = item.outcome is not None and any(c.semantic for c in item.outcome.criteria)
+        assert item.semantic is read
+    # A payload that names no semantic criterion is not read for the badge.
+    plain = next(item for item in items if not item.semantic)
+    fresh = dataclasses.replace(plain)  # a copy that has not read its outcome
+    assert "outcome" not in fresh.__dict__ and fresh.semantic is False and "outcome" not in fresh.__dict__
