@@ -308,3 +308,22 @@ def test_an_items_semantic_badge_is_its_outcome_as_read_without_reading_the_othe
     plain = next(item for item in items if not item.semantic)
     fresh = dataclasses.replace(plain)  # a copy that has not read its outcome
     assert "outcome" not in fresh.__dict__ and fresh.semantic is False and "outcome" not in fresh.__dict__
+
+
+def test_a_page_reads_its_items_verdicts_as_read_with_its_rows(queue: Queue) -> None:
+    """An expired PENDING reads as its expiry verdict on the page (``read_state``), from the page's own statement: a
+    page past deadlines costs no more queries than the first (issue 15: a page 30,000 rows deep read its phases in
+    a query of its own)."""
+    from verification.reviews.selectors import queue_slice
+    from verification.runs.read_state import read_columns
+
+    expired = queue.expired_pending()
+    queue.unknown()
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as captured:
+        items = queue_slice(now=now, filters={}, cursor=None, limit=50).items
+    reads = read_columns([item.verification for item in items], now=now)
+    assert [item.verdict for item in items] == [reads[item.verification.pk].verdict for item in items]
+    assert next(item for item in items if item.verification.pk == expired.pk).verdict == "UNKNOWN"
+    assert not any("verification_readphase" in q["sql"].split(" FROM ", 1)[0] for q in captured.captured_queries)
+    assert len(captured.captured_queries) == 2  # the page with its heads and verdicts, and the counts

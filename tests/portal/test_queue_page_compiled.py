@@ -27,6 +27,7 @@ def _shown(v: Verification) -> tuple[Any, ...]:
         {f.attname: getattr(v, f.attname) for f in Verification._meta.concrete_fields},
         v.queue_reason,  # type: ignore[attr-defined]
         v.queue_rank,  # type: ignore[attr-defined]
+        (v.head_envelope, v.head_authority, v.read_verdict),  # type: ignore[attr-defined]
         v.task and (v.task.pk, v.task.title),
         v.submitted_by and v.submitted_by.pk,
         lease and (lease.pk, lease.holder.get_username(), lease.expires_at, lease.released_at),

@@ -52,7 +52,7 @@ from verification.kernel.verdicts import Authority, Verdict
 from verification.records.models import QueueBacklogMember, QueueReasonCount
 from verification.reviews.models import ReviewAction, ReviewDecision, ReviewLease
 from verification.runs.models import Verification
-from verification.runs.read_state import read_annotations, read_columns, read_q, shown_authority
+from verification.runs.read_state import read_annotations, read_q, shown_authority
 from verification.trust.models import Receipt
 
 # --- the queue -------------------------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ def _held(lease: ReviewLease | None, now: datetime) -> ReviewLease | None:
 #: A queue page's row: the verification with its task, submitter, lease and the lease's holder (``select_related``'s),
 #: then its reason and rank as read (``queue_items``' annotations) and its head receipt's envelope and authority.
 _PAGE_ROW: Final = Related(Verification, ("task", "submitted_by", "review_lease", "review_lease__holder"))
-_PAGE_EXTRA: Final = ("queue_reason", "queue_rank", "head_envelope", "head_authority")
+_PAGE_EXTRA: Final = ("queue_reason", "queue_rank", "head_envelope", "head_authority", "read_verdict")
 
 
 def _page_queryset(*, now: datetime, filters: Mapping[str, str], at: Cursor | None) -> QuerySet[Verification]:
@@ -459,6 +459,9 @@ def _page_queryset(*, now: datetime, filters: Mapping[str, str], at: Cursor | No
         filter_queue(queue_items(now=now), filters, now=now)
         .select_related("task", "review_lease", "review_lease__holder")
         .annotate(head_envelope=_head_column("envelope"), head_authority=_head_column("authority"))
+        # The verdict as read (``read_state``'s one definition), with the row: a page past PENDING deadlines read
+        # their phases in a query of their own (``read_columns``), which the first page, with none, did not.
+        .annotate(read_verdict=read_annotations(now)["read_verdict"])
     )
     if at is not None:
         queryset = queryset.filter(RowAfter(queue_rank(), F("submitted_at"), F("id"), after=at))
@@ -517,7 +520,6 @@ def queue_slice(*, now: datetime, filters: Mapping[str, str], cursor: str | None
     page = _page_of(now=now, filters=filters, cursor=cursor, limit=limit)
     more = len(page) > limit
     page = page[:limit]
-    reads = read_columns(page, now=now)
     items = []
     for v in page:
         payload, head_authority = _head_of(v)
@@ -528,7 +530,7 @@ def queue_slice(*, now: datetime, filters: Mapping[str, str], cursor: str | None
                 verification=v,
                 rank=int(v.queue_rank),  # type: ignore[attr-defined]
                 reason=str(v.queue_reason),  # type: ignore[attr-defined]
-                verdict=reads[v.pk].verdict or "",
+                verdict=v.read_verdict or "",  # type: ignore[attr-defined]
                 authority=shown_authority(human_decided=v.human_decided, head_authority=head_authority),
                 lease=_held(getattr(v, "review_lease", None), now),
                 payload=payload,
