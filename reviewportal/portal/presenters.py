@@ -211,7 +211,7 @@ def _queue_row(item: QueueItem, now: datetime, url_of: Callable[[Any], str]) -> 
 
 
 def queue_page(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueuePage:
-    """One page of the queue as shown (``queue_slice``: keyset pagination, three queries whatever its length)."""
+    """One page of the queue as shown (``queue_slice``: keyset pagination, two queries whatever its length)."""
     read = queue_slice(now=now, filters=filters, cursor=cursor, limit=limit)
     url_of = review_url()
     return QueuePage(

@@ -515,7 +515,8 @@ def _page_of(*, now: datetime, filters: Mapping[str, str], cursor: str | None, l
 def queue_slice(*, now: datetime, filters: Mapping[str, str], cursor: str | None, limit: int) -> QueueSlice:
     """One page of the queue (keyset pagination on rank, submitted_at, id) with the counts per reason.
 
-    Three queries whatever the queue's length: the page with each item's head, the counts, and nothing per row.
+    Two queries whatever the queue's length: the page (each item's head receipt and verdict as read in its row) and
+    the counts; nothing per row.
     """
     page = _page_of(now=now, filters=filters, cursor=cursor, limit=limit)
     more = len(page) > limit
