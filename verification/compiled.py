@@ -430,33 +430,29 @@ class Compiled:
         queue(alias, text.sql, self._params(text, arguments, connections[alias]), rows=False, then=None)
 
 
-#: A placeholder of Django's SQL (``%s``) or an escaped percent sign (``%%``).
-_PLACEHOLDERS: Final = re.compile(r"(%%|%s)")
-
-
 def _constants_inlined(
     sql: str, params: tuple[Any, ...], positions: Mapping[str, tuple[int, ...]], conn: Any
 ) -> tuple[str, tuple[Any, ...], dict[str, tuple[int, ...]]]:
     """``sql`` with each parameter that is at no argument's position written as its literal (psycopg's quoting, as
     Django's ``compose_sql`` writes it); the parameters left, and the arguments' positions among them."""
-    kept = sorted({i for at in positions.values() for i in at})
-    parts = _PLACEHOLDERS.split(sql)
-    if sum(1 for part in parts if part == "%s") != len(params):  # pragma: no cover - Django's own placeholders
-        raise AssertionError(f"{len(params)} parameters for another number of placeholders")  # noqa: TRY003
-    out, index = [], 0
-    for part in parts:
-        if part == "%s":
-            if index in kept:
-                out.append(part)
-            else:
-                out.append(conn.ops.compose_sql("%s", [params[index]]).replace("%", "%%"))
-            index += 1
-        else:
-            out.append(part)
-    renumbered = {old: new for new, old in enumerate(kept)}
+    kept = {i for at in positions.values() for i in at}
+    index = 0
+
+    def literal(match: re.Match[str]) -> str:
+        nonlocal index
+        if match.group(1) != "s":
+            return match.group(0)  # ``%%`` stays as it is
+        at, index = index, index + 1
+        return match.group(0) if at in kept else conn.ops.compose_sql("%s", [params[at]]).replace("%", "%%")
+
+    text = pgwire.PLACEHOLDER.sub(literal, sql)
+    if index != len(params):  # pragma: no cover - Django's own placeholders
+        raise AssertionError(f"{len(params)} parameters for {index} placeholders")  # noqa: TRY003
+    order = sorted(kept)
+    renumbered = {old: new for new, old in enumerate(order)}
     return (
-        "".join(out),
-        tuple(params[i] for i in kept),
+        text,
+        tuple(params[i] for i in order),
         {name: tuple(renumbered[i] for i in at) for name, at in positions.items()},
     )
 

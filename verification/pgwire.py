@@ -32,8 +32,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-#: Django's SQL holds ``%s`` placeholders and ``%%`` for a literal percent sign, nothing else.
-_PLACEHOLDER: Final = re.compile(r"%(.)", re.DOTALL)
+#: Django's SQL holds ``%s`` placeholders and ``%%`` for a literal percent sign, nothing else (``compiled`` reads
+#: its constants' places with this too).
+PLACEHOLDER: Final = re.compile(r"%(.)", re.DOTALL)
 _NAMES: Final = itertools.count(1)
 
 
@@ -69,7 +70,7 @@ def _convert(sql: str) -> tuple[bytes, list[Any]]:
         count += 1
         return f"${count}"
 
-    text = _PLACEHOLDER.sub(placeholder, sql)
+    text = PLACEHOLDER.sub(placeholder, sql)
     if len(_converted) >= _CONVERTED_MAX:  # a bound, as psycopg's own cache has: start afresh
         _converted.clear()
     found = _converted[sql] = (text.encode("utf-8"), [PyFormat.AUTO] * count)
