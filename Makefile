@@ -54,7 +54,7 @@ run: $(STAMP_RUN)
 test: $(STAMP_DEV)
 	@$(PY) -m reviewportal.bootstrap
 	@status=0; \
-	$(PY) -m pytest --cov=verification --cov=reviewportal --cov-report=term || status=1; \
+	$(PY) -m pytest --cov=verification --cov=reviewportal --cov-report=term --durations=30 || status=1; \
 	echo "== kernel line coverage (floor 95%) =="; \
 	$(PY) -m coverage report --include='verification/kernel/*' --fail-under=95 || status=1; \
 	$(MAKE) --no-print-directory lint || status=1; \
